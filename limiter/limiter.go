@@ -1,0 +1,234 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// DefaultTimeout bounds every store call unless WithTimeout says otherwise.
+const DefaultTimeout = 50 * time.Millisecond
+
+// Event describes one check, for metrics.
+type Event struct {
+	Policy   string
+	Outcome  Outcome
+	Store    string
+	Duration time.Duration
+	Err      error
+}
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithLogger sets the logger (default: slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(lim *Limiter) { lim.logger = l } }
+
+// WithObserver sets a hook called once per check, after it decided (metrics).
+func WithObserver(f func(Event)) Option { return func(lim *Limiter) { lim.observe = f } }
+
+// WithTimeout bounds each store call (default 50ms). A call that timed out is
+// a store error, and may have charged.
+func WithTimeout(d time.Duration) Option { return func(lim *Limiter) { lim.timeout = d } }
+
+// WithStoreName names the store in events ("redis", "memory").
+func WithStoreName(name string) Option { return func(lim *Limiter) { lim.storeName = name } }
+
+// WithLocalFallback gives policies with on_store_error: local an in-process
+// store to fall back to while the shared one fails. Each gateway then grants
+// limit/gateways and burst/gateways, so that the gateways together stay near
+// the policy.
+func WithLocalFallback(local Store, gateways int) Option {
+	return func(lim *Limiter) {
+		lim.local = local
+		lim.gateways = max(gateways, 1)
+	}
+}
+
+// Limiter applies policies to keys through a Store, with the policies' modes
+// and fail modes. It is safe for concurrent use.
+type Limiter struct {
+	store     Store
+	storeName string
+	logger    *slog.Logger
+	observe   func(Event)
+	timeout   time.Duration
+	local     Store
+	gateways  int
+	localPols sync.Map // *Policy -> *Policy scaled by 1/gateways
+}
+
+// New returns a Limiter over store.
+func New(store Store, opts ...Option) *Limiter {
+	l := &Limiter{store: store, storeName: "store", timeout: DefaultTimeout, gateways: 1}
+	for _, opt := range opts {
+		opt(l)
+	}
+	if l.logger == nil {
+		l.logger = slog.Default()
+	}
+	return l
+}
+
+// Request is one policy applied to one key at one cost.
+type Request struct {
+	Policy *Policy
+	Key    string
+	Cost   int64
+}
+
+// Allow charges cost (at least 1) to key under p and returns the decision.
+// It never fails: a store error is reported in Decision.Err, and the policy's
+// on_store_error decides Allowed.
+func (l *Limiter) Allow(ctx context.Context, p *Policy, key string, cost int64) Decision {
+	return l.check(ctx, Request{Policy: p, Key: key, Cost: max(cost, 1)})
+}
+
+// AllowAll applies several policies to one request, all or nothing: they are
+// charged in order, each atomically, and when one denies, the charges already
+// made are undone so that a denied request consumes nothing anywhere. It
+// returns every decision made (the denying one last) and whether the request
+// may proceed.
+func (l *Limiter) AllowAll(ctx context.Context, reqs []Request) ([]Decision, bool) {
+	decisions := make([]Decision, 0, len(reqs))
+	for _, r := range reqs {
+		r.Cost = max(r.Cost, 1)
+		d := l.check(ctx, r)
+		decisions = append(decisions, d)
+		if !d.Allowed {
+			l.undo(ctx, reqs, decisions[:len(decisions)-1])
+			return decisions, false
+		}
+	}
+	return decisions, true
+}
+
+// undo gives back what the granted decisions charged, newest first.
+func (l *Limiter) undo(ctx context.Context, reqs []Request, granted []Decision) {
+	for i := len(granted) - 1; i >= 0; i-- {
+		d := granted[i]
+		if d.Receipt.Cost == 0 || d.Err != nil {
+			continue
+		}
+		store := l.store
+		p := reqs[i].Policy
+		if d.Outcome == ErrorLocal {
+			store, p = l.local, l.localPolicy(p)
+		}
+		if _, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
+			return store.Undo(ctx, p, reqs[i].Key, d.Receipt)
+		}); err != nil {
+			l.logger.Warn("rate limit compensation failed", "policy", p.Name, "err", err)
+		}
+	}
+}
+
+// Refund gives n units back to a bucket policy's key, never above capacity,
+// and returns the state after it.
+func (l *Limiter) Refund(ctx context.Context, p *Policy, key string, n int64) (Decision, error) {
+	if !p.IsBucket() {
+		return Decision{}, ErrNotRefundable
+	}
+	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
+		return l.store.Undo(ctx, p, key, Receipt{Cost: max(n, 0)})
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("refund %s: %w", p.Name, err)
+	}
+	d.Policy, d.Outcome, d.Allowed = p, Allowed, true
+	return d, nil
+}
+
+// Peek returns the state of key under p without charging anything.
+func (l *Limiter) Peek(ctx context.Context, p *Policy, key string) (Decision, error) {
+	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
+		return l.store.Take(ctx, p, key, 0)
+	})
+	if err != nil {
+		return Decision{}, fmt.Errorf("peek %s: %w", p.Name, err)
+	}
+	d.Policy, d.Outcome, d.Allowed = p, Allowed, true
+	return d, nil
+}
+
+func (l *Limiter) check(ctx context.Context, r Request) Decision {
+	p := r.Policy
+	start := time.Now()
+	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
+		return l.store.Take(ctx, p, r.Key, r.Cost)
+	})
+	d.Policy, d.Cost = p, r.Cost
+	switch {
+	case err != nil:
+		d = l.onStoreError(ctx, r, err)
+	case d.Allowed:
+		d.Outcome = Allowed
+	case p.EffectiveMode() == Shadow:
+		d.Allowed, d.Outcome = true, ShadowDenied
+		l.logger.Info("rate limit would deny (shadow mode)", "policy", p.Name, "cost", r.Cost,
+			"remaining", d.Remaining, "exceeds_capacity", d.ExceedsCapacity)
+	default:
+		d.Outcome = Denied
+	}
+	if l.observe != nil {
+		l.observe(Event{Policy: p.Name, Outcome: d.Outcome, Store: l.storeName, Duration: time.Since(start), Err: err})
+	}
+	return d
+}
+
+func (l *Limiter) onStoreError(ctx context.Context, r Request, err error) Decision {
+	p := r.Policy
+	d := Decision{Policy: p, Cost: r.Cost, Limit: p.Capacity(), Err: err}
+	switch p.EffectiveFailMode() {
+	case FailDeny:
+		d.Outcome = ErrorDenied
+	case FailLocal:
+		if l.local != nil {
+			lp := l.localPolicy(p)
+			ld, lerr := l.local.Take(ctx, lp, r.Key, r.Cost)
+			if lerr == nil {
+				ld.Policy, ld.Cost, ld.Err, ld.Outcome = p, r.Cost, err, ErrorLocal
+				if !ld.Allowed && p.EffectiveMode() == Shadow {
+					ld.Allowed = true
+				}
+				l.logger.Warn("rate limit store failed, using the local fallback", "policy", p.Name, "err", err)
+				return ld
+			}
+			err = fmt.Errorf("%w (local fallback: %v)", err, lerr)
+			d.Err = err
+		}
+		d.Allowed, d.Outcome = true, ErrorAllowed
+	default:
+		d.Allowed, d.Outcome = true, ErrorAllowed
+	}
+	if p.EffectiveMode() == Shadow {
+		d.Allowed = true
+	}
+	l.logger.Warn("rate limit store failed", "policy", p.Name, "on_store_error", p.EffectiveFailMode(), "err", err)
+	return d
+}
+
+// localPolicy is p with limit and burst divided among the gateways.
+func (l *Limiter) localPolicy(p *Policy) *Policy {
+	if v, ok := l.localPols.Load(p); ok {
+		return v.(*Policy)
+	}
+	lp := *p
+	lp.Limit = max(p.Limit/int64(l.gateways), 1)
+	if p.IsBucket() {
+		lp.Burst = max(p.Capacity()/int64(l.gateways), 1)
+	}
+	v, _ := l.localPols.LoadOrStore(p, &lp)
+	return v.(*Policy)
+}
+
+func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, error)) (Decision, error) {
+	if l.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	return f(ctx)
+}

@@ -1,0 +1,174 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+)
+
+// Algorithm names the rate-limiting algorithm of a policy.
+type Algorithm string
+
+// The five algorithms. Each takes a weighted cost and is exact at its own
+// definition; see the package documentation for their semantics.
+const (
+	TokenBucket   Algorithm = "token_bucket"
+	SlidingLog    Algorithm = "sliding_log"
+	SlidingWindow Algorithm = "sliding_window"
+	FixedWindow   Algorithm = "fixed_window"
+	LeakyBucket   Algorithm = "leaky_bucket"
+)
+
+// Algorithms lists every algorithm in a stable order.
+var algorithms = []Algorithm{TokenBucket, SlidingLog, SlidingWindow, FixedWindow, LeakyBucket}
+
+// Algorithms returns every supported algorithm.
+func Algorithms() []Algorithm { return append([]Algorithm(nil), algorithms...) }
+
+// Mode says whether a policy's denials are enforced.
+type Mode string
+
+const (
+	// Enforce denies requests over the limit. It is the default.
+	Enforce Mode = "enforce"
+	// Shadow never denies: would-be denials are logged and counted only.
+	Shadow Mode = "shadow"
+)
+
+// FailMode says what a check does when the store cannot answer.
+type FailMode string
+
+const (
+	// FailAllow serves the request (logged, counted). It is the default.
+	FailAllow FailMode = "allow"
+	// FailDeny refuses the request; HTTP answers 503.
+	FailDeny FailMode = "deny"
+	// FailLocal falls back to an in-process limiter holding limit/N, burst/N.
+	FailLocal FailMode = "local"
+)
+
+// MaxExact is the largest integer a Lua (double) number holds exactly, 2^53-1.
+// Policies whose scaled state could pass it are rejected by Validate.
+const MaxExact = 1<<53 - 1
+
+// Policy is one named limit. The zero values of Burst, Mode and OnStoreError
+// take their defaults (Burst = Limit for buckets, enforce, allow).
+type Policy struct {
+	Name      string
+	Algorithm Algorithm
+	// Limit is the number of cost units granted per Period.
+	Limit int64
+	Period time.Duration
+	// Burst is the bucket capacity of token_bucket and leaky_bucket; 0 means Limit.
+	// Windows ignore it.
+	Burst        int64
+	Key          []string
+	Mode         Mode
+	OnStoreError FailMode
+}
+
+// Capacity is the most cost one request can ever be granted: Burst for the
+// buckets, Limit for the windows.
+func (p *Policy) Capacity() int64 {
+	if p.IsBucket() {
+		if p.Burst > 0 {
+			return p.Burst
+		}
+		return p.Limit
+	}
+	return p.Limit
+}
+
+// IsBucket reports whether the algorithm is token_bucket or leaky_bucket.
+func (p *Policy) IsBucket() bool {
+	return p.Algorithm == TokenBucket || p.Algorithm == LeakyBucket
+}
+
+// PeriodMicros is the period in whole microseconds, the unit of every store.
+func (p *Policy) PeriodMicros() int64 { return p.Period.Microseconds() }
+
+// WindowOffset is the per-key offset, in microseconds within [0, period), at
+// which fixed_window windows start for key. Offsetting windows by a hash of the
+// key spreads resets over the period so that clients do not all reset at once.
+func (p *Policy) WindowOffset(key string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(p.Name))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return int64(h.Sum64() % uint64(p.PeriodMicros()))
+}
+
+// Validate checks the policy and fills nothing in; the error names the field.
+func (p *Policy) Validate() error {
+	if p.Name == "" {
+		return errors.New("policy: name is empty")
+	}
+	field := func(name, format string, args ...any) error {
+		return fmt.Errorf("policy %q: %s: %s", p.Name, name, fmt.Sprintf(format, args...))
+	}
+	switch p.Algorithm {
+	case TokenBucket, SlidingLog, SlidingWindow, FixedWindow, LeakyBucket:
+	case "":
+		return field("algorithm", "missing (one of %v)", algorithms)
+	default:
+		return field("algorithm", "unknown algorithm %q (one of %v)", p.Algorithm, algorithms)
+	}
+	if p.Limit < 1 {
+		return field("limit", "must be at least 1, got %d", p.Limit)
+	}
+	if p.Period <= 0 {
+		return field("period", "must be positive, got %s", p.Period)
+	}
+	if p.Period%time.Microsecond != 0 {
+		return field("period", "must be a whole number of microseconds, got %s", p.Period)
+	}
+	if p.Burst < 0 {
+		return field("burst", "must not be negative, got %d", p.Burst)
+	}
+	if p.Burst != 0 && !p.IsBucket() {
+		return field("burst", "only token_bucket and leaky_bucket take a burst (%s does not)", p.Algorithm)
+	}
+	// Burst 0 means "default to limit"; an explicit burst must admit a cost of 1.
+	switch p.Mode {
+	case "", Enforce, Shadow:
+	default:
+		return field("mode", "unknown mode %q (enforce or shadow)", p.Mode)
+	}
+	switch p.OnStoreError {
+	case "", FailAllow, FailDeny, FailLocal:
+	default:
+		return field("on_store_error", "unknown value %q (allow, deny or local)", p.OnStoreError)
+	}
+	// Every store keeps integers scaled by the period in microseconds (tokens ×
+	// period, limit × period), and Lua numbers are exact only up to 2^53.
+	per := p.PeriodMicros()
+	if capacity := p.Capacity(); capacity > MaxExact/per {
+		return field("limit", "%d × period %s (%d µs) exceeds 2^53, the exact range of Redis Lua numbers; lower the limit/burst or the period",
+			capacity, p.Period, per)
+	}
+	if p.Limit > MaxExact/per {
+		return field("limit", "%d × period %s exceeds 2^53, the exact range of Redis Lua numbers", p.Limit, p.Period)
+	}
+	// Windows of a year or more are a configuration mistake, and keep TTLs sane.
+	if p.Period > 366*24*time.Hour {
+		return field("period", "must be at most 366 days, got %s", p.Period)
+	}
+	return nil
+}
+
+// EffectiveMode returns the mode with its default applied.
+func (p *Policy) EffectiveMode() Mode {
+	if p.Mode == "" {
+		return Enforce
+	}
+	return p.Mode
+}
+
+// EffectiveFailMode returns on_store_error with its default applied.
+func (p *Policy) EffectiveFailMode() FailMode {
+	if p.OnStoreError == "" {
+		return FailAllow
+	}
+	return p.OnStoreError
+}
