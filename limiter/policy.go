@@ -123,6 +123,10 @@ func (p *Policy) Validate() error {
 	if p.Period%time.Microsecond != 0 {
 		return field("period", "must be a whole number of microseconds, got %s", p.Period)
 	}
+	// A period over a year is a configuration mistake; it also keeps TTLs sane.
+	if p.Period > 366*24*time.Hour {
+		return field("period", "must be at most 366 days, got %s", p.Period)
+	}
 	if p.Burst < 0 {
 		return field("burst", "must not be negative, got %d", p.Burst)
 	}
@@ -143,16 +147,14 @@ func (p *Policy) Validate() error {
 	// Every store keeps integers scaled by the period in microseconds (tokens ×
 	// period, limit × period), and Lua numbers are exact only up to 2^53.
 	per := p.PeriodMicros()
-	if capacity := p.Capacity(); capacity > MaxExact/per {
-		return field("limit", "%d × period %s (%d µs) exceeds 2^53, the exact range of Redis Lua numbers; lower the limit/burst or the period",
-			capacity, p.Period, per)
-	}
-	if p.Limit > MaxExact/per {
-		return field("limit", "%d × period %s exceeds 2^53, the exact range of Redis Lua numbers", p.Limit, p.Period)
-	}
-	// Windows of a year or more are a configuration mistake, and keep TTLs sane.
-	if p.Period > 366*24*time.Hour {
-		return field("period", "must be at most 366 days, got %s", p.Period)
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{{"limit", p.Limit}, {"burst", p.Burst}} {
+		if f.value > MaxExact/per {
+			return field(f.name, "%d × period %s (%d µs) exceeds 2^53, the exact range of Redis Lua numbers; lower it or the period",
+				f.value, p.Period, per)
+		}
 	}
 	return nil
 }

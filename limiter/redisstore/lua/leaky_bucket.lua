@@ -1,0 +1,37 @@
+-- leaky_bucket: a queue of at most cap units draining limit per period; an
+-- admitted request waits for the queue ahead of it (delay).
+-- State (hash): v = queue x period, t = last time.
+local key = KEYS[1]
+local full = cap * per
+local level = 0
+local st = redis.call('HMGET', key, 'v', 't')
+if st[1] then
+  level = tonumber(st[1])
+  local last = tonumber(st[2])
+  if now < last then now = last end
+  local elapsed = now - last
+  if elapsed >= cdiv(level, limit) then level = 0 else level = level - elapsed * limit end
+end
+
+local allowed, exceeds, retry, delay, write, rcost = 0, 0, 0, 0, false, 0
+if undo then
+  level = math.max(0, level - undo_cost * per)
+  allowed, write = 1, true
+elseif cost == 0 then
+  allowed, delay = 1, cdiv(level, limit)
+elseif cost > cap then
+  exceeds = 1
+elseif level + cost * per <= full then
+  delay = cdiv(level, limit)
+  level = level + cost * per
+  allowed, write, rcost = 1, true, cost
+else
+  retry = cdiv(level + cost * per - full, limit)
+end
+
+local reset = cdiv(level, limit)
+if write then
+  if reset > 0 then redis.call('HSET', key, 'v', fmt(level), 't', fmt(now)) end
+  expire(key, reset)
+end
+return {allowed, idiv(full - level, per), retry, reset, delay, exceeds, rcost, 0, ''}

@@ -1,0 +1,94 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/memstore"
+	"github.com/costgate/costgate/limiter/storetest"
+)
+
+// The memory store and the Redis store give identical decisions for the same
+// randomized call sequence: takes of random cost (including 0 and more than
+// the capacity), undos of earlier receipts, refunds, the clock moving by
+// random steps (sometimes not at all), over random policies of every
+// algorithm. The clock does not step back here: after a step back, memstore
+// has already dropped states that its newer reading found full, while a Redis
+// key clamps only to its own last write (both are sound; the conformance
+// suite checks each store's clamping on its own).
+func TestMemoryAndRedisAgree(t *testing.T) {
+	ctx := context.Background()
+	client := standalone.Client(withTimeouts)
+	for seed := range uint64(40) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 0xc057))
+			clock := storetest.NewClock(storetest.Base.Add(time.Duration(rng.Int64N(int64(time.Hour)))))
+			mem := memstore.New(&memstore.Options{Clock: clock.Now})
+			red := newStore(t, client, newPrefix(t), clock.Now)
+
+			p := randomPolicy(rng)
+			mustValidate(t, &p)
+			keys := []string{"a", "b"}
+			var receipts []limiter.Receipt
+			for i := range 400 {
+				if rng.IntN(3) > 0 { // else several calls at one instant
+					clock.Advance(time.Duration(rng.Int64N(int64(p.Period/3))) + time.Duration(rng.IntN(3))*time.Microsecond)
+				}
+				key := keys[rng.IntN(len(keys))]
+				var (
+					md, rd   limiter.Decision
+					mErr, rE error
+					what     string
+				)
+				switch r := rng.IntN(100); {
+				case r < 10 && len(receipts) > 0:
+					rc := receipts[rng.IntN(len(receipts))]
+					what = fmt.Sprintf("undo %+v", rc)
+					md, mErr = mem.Undo(ctx, &p, key, rc)
+					rd, rE = red.Undo(ctx, &p, key, rc)
+				case r < 15 && p.IsBucket():
+					n := rng.Int64N(p.Capacity() + 1)
+					what = fmt.Sprintf("refund %d", n)
+					md, mErr = mem.Undo(ctx, &p, key, limiter.Receipt{Cost: n})
+					rd, rE = red.Undo(ctx, &p, key, limiter.Receipt{Cost: n})
+				default:
+					cost := rng.Int64N(p.Capacity()/2+2) + rng.Int64N(2)*rng.Int64N(p.Capacity()+2)
+					what = fmt.Sprintf("take %d", cost)
+					md, mErr = mem.Take(ctx, &p, key, cost)
+					rd, rE = red.Take(ctx, &p, key, cost)
+				}
+				if mErr != nil || rE != nil {
+					t.Fatalf("step %d %s: memory err %v, redis err %v", i, what, mErr, rE)
+				}
+				if md != rd {
+					t.Fatalf("policy %+v\nstep %d (%s on %q at %d):\nmemory %+v\n redis %+v",
+						p, i, what, key, clock.Now().UnixMicro(), md, rd)
+				}
+				if md.Receipt.Cost > 0 {
+					receipts = append(receipts, md.Receipt)
+				}
+			}
+		})
+	}
+}
+
+func randomPolicy(rng *rand.Rand) limiter.Policy {
+	algs := limiter.Algorithms()
+	p := limiter.Policy{
+		Name:      "prop",
+		Algorithm: algs[rng.IntN(len(algs))],
+		Limit:     1 + rng.Int64N(20),
+		Period:    time.Duration(1+rng.Int64N(5000)) * time.Millisecond,
+	}
+	if rng.IntN(4) == 0 {
+		p.Period += time.Duration(rng.Int64N(1000)) * time.Microsecond // periods not in whole ms
+	}
+	if p.IsBucket() && rng.IntN(2) == 0 {
+		p.Burst = 1 + rng.Int64N(30)
+	}
+	return p
+}
