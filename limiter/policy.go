@@ -58,7 +58,7 @@ type Policy struct {
 	Name      string
 	Algorithm Algorithm
 	// Limit is the number of cost units granted per Period.
-	Limit int64
+	Limit  int64
 	Period time.Duration
 	// Burst is the bucket capacity of token_bucket and leaky_bucket; 0 means Limit.
 	// Windows ignore it.
