@@ -1,0 +1,25 @@
+# costgate — make test installs what the tests need, then runs them all.
+GO ?= go
+
+.PHONY: test deps bench vet
+
+test: deps
+	$(GO) test -race -count=1 ./...
+
+# The tests start real redis-server processes (never a fake); they come from
+# Debian's redis-server package.
+deps:
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing redis-server (apt-get)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+		else \
+			echo "the tests need redis-server: sudo apt-get install -y redis-server" >&2; exit 1; \
+		fi; \
+	fi
+
+vet:
+	$(GO) vet ./...
+
+bench: deps
+	$(GO) test -run='^$$' -bench=. -benchmem ./limiter/...

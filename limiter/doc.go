@@ -1,0 +1,56 @@
+// Package limiter is costgate's rate-limiting core: named policies, the
+// decisions they make, the Store interface behind them, and a Limiter that
+// applies a policy's mode and fail mode.
+//
+// # Stores
+//
+// A Store applies one algorithm step atomically. [memstore] keeps state in
+// process for a single instance; [redisstore] shares it between gateways
+// through Redis (standalone, Sentinel or Cluster), one Lua script per
+// algorithm. Both give identical decisions for the same calls; the
+// conformance suite in [storetest] holds them to it.
+//
+// # Algorithms
+//
+// Every algorithm takes a weighted cost and is exact at its own definition.
+// P is the period, L the limit, B the burst (capacity of the buckets; it
+// defaults to L), c the cost, now the store's clock (Redis TIME, one clock
+// for every gateway), clamped to the newest time the key has seen.
+//
+//   - token_bucket: a bucket of B tokens refilled at L per P; a request takes
+//     c tokens all or nothing. Refundable. State: tokens and a time.
+//   - leaky_bucket: shaping. With T = P/L a request is admitted when
+//     max(TAT, now) − now + c·T ≤ B·T, and should wait
+//     Delay = max(TAT, now) − now before it is served. State: the queue and a time.
+//   - sliding_log: at most L cost units in any window of length P; a request
+//     made at t counts while now < t+P. State: one entry per granted request
+//     (its cost beside it) and a running total.
+//   - sliding_window: the two-counter approximation
+//     prev·(P − elapsed)/P + cur ≤ L, with windows aligned to multiples of P.
+//   - fixed_window: one counter per window. Windows start at a per-key offset
+//     (from a hash of the key), so that clients do not all reset at once. Its
+//     known weakness is the boundary burst: L at the end of one window and L
+//     at the start of the next pass within moments, 2·L in all.
+//
+// Arithmetic is exact in integers: time in microseconds and bucket contents
+// in cost units × P in microseconds, so Decision.Remaining is never off by
+// one from float rounding. Because Redis Lua numbers are doubles, exact to
+// 2^53, [Policy.Validate] rejects a policy whose scaled state could pass that.
+//
+// # Decisions
+//
+// A denied request consumes nothing. Every request costs at least 1. A cost
+// larger than the policy can ever grant sets [Decision.ExceedsCapacity] and
+// no RetryAfter: retrying cannot cure it. [Limiter.AllowAll] applies several
+// policies all or nothing, undoing earlier charges when a later policy
+// denies.
+//
+// A store error never fails a check: the policy's on_store_error decides
+// (allow, deny, or local: an in-process store granting limit/gateways), the
+// decision carries the error, and a store call never takes longer than the
+// Limiter's timeout (50ms by default). A call that timed out may have charged.
+//
+// [memstore]: https://pkg.go.dev/github.com/costgate/costgate/limiter/memstore
+// [redisstore]: https://pkg.go.dev/github.com/costgate/costgate/limiter/redisstore
+// [storetest]: https://pkg.go.dev/github.com/costgate/costgate/limiter/storetest
+package limiter
