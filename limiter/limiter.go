@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -57,7 +56,6 @@ type Limiter struct {
 	timeout   time.Duration
 	local     Store
 	gateways  int
-	localPols sync.Map // *Policy -> *Policy scaled by 1/gateways
 }
 
 // New returns a Limiter over store.
@@ -212,16 +210,12 @@ func (l *Limiter) onStoreError(ctx context.Context, r Request, err error) Decisi
 
 // localPolicy is p with limit and burst divided among the gateways.
 func (l *Limiter) localPolicy(p *Policy) *Policy {
-	if v, ok := l.localPols.Load(p); ok {
-		return v.(*Policy)
-	}
 	lp := *p
 	lp.Limit = max(p.Limit/int64(l.gateways), 1)
 	if p.IsBucket() {
 		lp.Burst = max(p.Capacity()/int64(l.gateways), 1)
 	}
-	v, _ := l.localPols.LoadOrStore(p, &lp)
-	return v.(*Policy)
+	return &lp
 }
 
 func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, error)) (Decision, error) {

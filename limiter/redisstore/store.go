@@ -75,6 +75,10 @@ func New(client Processor, opts *Options) (*Store, error) {
 	}
 	s := &Store{client: client, prefix: DefaultKeyPrefix, scripts: make(map[limiter.Algorithm]*script)}
 	if opts != nil {
+		if strings.ContainsAny(opts.KeyPrefix, "{}") {
+			// A brace in the prefix would become every key's hash tag: one Cluster slot for all.
+			return nil, fmt.Errorf("redisstore: key prefix %q must not contain { or }", opts.KeyPrefix)
+		}
 		if opts.KeyPrefix != "" {
 			s.prefix = opts.KeyPrefix
 		}

@@ -187,3 +187,10 @@ func TestKeysExpireOnTheRealClock(t *testing.T) {
 }
 
 var _ redis.UniversalClient = (*redis.ClusterClient)(nil)
+
+func TestKeyPrefixWithBracesIsRefused(t *testing.T) {
+	_, err := redisstore.New(standalone.Client(withTimeouts), &redisstore.Options{KeyPrefix: "rl{x}:"})
+	if err == nil || !strings.Contains(err.Error(), "must not contain") {
+		t.Errorf("prefix with braces: err = %v, want a refusal", err)
+	}
+}
