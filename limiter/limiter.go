@@ -115,11 +115,16 @@ func (l *Limiter) undo(ctx context.Context, reqs []Request, granted []Decision) 
 		if d.Outcome == ErrorLocal {
 			store, p = l.local, l.localPolicy(p)
 		}
-		if _, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
+		after, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 			return store.Undo(ctx, p, reqs[i].Key, d.Receipt)
-		}); err != nil {
+		})
+		if err != nil {
 			l.logger.Warn("rate limit compensation failed", "policy", p.Name, "err", err)
+			continue
 		}
+		// Report the state the request leaves behind: nothing charged.
+		granted[i].Remaining, granted[i].ResetAfter = after.Remaining, after.ResetAfter
+		granted[i].Receipt = Receipt{}
 	}
 }
 

@@ -123,6 +123,9 @@ func TestAllowAllUndoesEarlierCharges(t *testing.T) {
 				if ok || len(ds) != 2 || ds[1].Policy != second || ds[1].Allowed {
 					t.Fatalf("request over the second policy: ok %v, %+v", ok, ds)
 				}
+				if ds[0].Remaining != 8 || ds[0].Receipt.Cost != 0 {
+					t.Errorf("undone decision reports remaining %d, receipt %+v; want 8 and no receipt", ds[0].Remaining, ds[0].Receipt)
+				}
 			}
 			d, err := lim.Peek(ctx, first, "ip")
 			if err != nil {

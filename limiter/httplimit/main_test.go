@@ -1,0 +1,222 @@
+package httplimit_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/redisstore"
+	"github.com/costgate/costgate/limiter/redistest"
+	"github.com/costgate/costgate/limiter/storetest"
+)
+
+var redisServer *redistest.Server
+
+func TestMain(m *testing.M) {
+	var err error
+	if redisServer, err = redistest.NewServer(); err != nil {
+		fmt.Fprintln(os.Stderr, "httplimit tests need redis-server:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	redisServer.Close()
+	os.Exit(code)
+}
+
+var prefixSeq atomic.Int64
+
+// The policies of SPEC §5's demo config.
+func apiPolicy() *limiter.Policy {
+	return &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 1000, Period: time.Minute, Burst: 150,
+		Key: []string{"tenant", "api_key"}, OnStoreError: limiter.FailAllow}
+}
+
+func loginPolicies() []*limiter.Policy {
+	return []*limiter.Policy{
+		{Name: "login_ip", Algorithm: limiter.SlidingLog, Limit: 10, Period: 5 * time.Minute, Key: []string{"ip"}, OnStoreError: limiter.FailDeny},
+		{Name: "login_user", Algorithm: limiter.SlidingLog, Limit: 10, Period: 5 * time.Minute, Key: []string{"username"}, OnStoreError: limiter.FailDeny},
+	}
+}
+
+type testServer struct {
+	handler http.Handler
+	mw      *httplimit.Middleware
+	client  *redis.Client
+	prefix  string
+	clock   *storetest.Clock
+	events  *eventLog
+}
+
+type eventLog struct{ n [8]atomic.Int64 }
+
+var outcomes = []limiter.Outcome{limiter.Allowed, limiter.Denied, limiter.ShadowDenied, limiter.ErrorAllowed, limiter.ErrorDenied, limiter.ErrorLocal}
+
+func (e *eventLog) observe(ev limiter.Event) {
+	for i, o := range outcomes {
+		if ev.Outcome == o {
+			e.n[i].Add(1)
+		}
+	}
+}
+
+func (e *eventLog) count(o limiter.Outcome) int64 {
+	for i, x := range outcomes {
+		if x == o {
+			return e.n[i].Load()
+		}
+	}
+	return 0
+}
+
+type serverOpts struct {
+	trusted []netip.Prefix
+	routes  []httplimit.Route
+	redis   *redis.Client // default: the package's server
+}
+
+// newTestServer builds a chi router with the middleware in front of the
+// example routes, over a Redis store with an injected clock.
+func newTestServer(t *testing.T, o serverOpts) *testServer {
+	t.Helper()
+	client := o.redis
+	if client == nil {
+		client = redisServer.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	}
+	clock := storetest.NewClock(time.Now())
+	prefix := fmt.Sprintf("t%d:", prefixSeq.Add(1))
+	store, err := redisstore.New(client, &redisstore.Options{KeyPrefix: prefix, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &eventLog{}
+	// A generous store timeout: these tests are about decisions, and a busy
+	// machine running -race must not turn them into fail-open store errors.
+	lim := limiter.New(store, limiter.WithObserver(ev.observe), limiter.WithLogger(slog.New(slog.DiscardHandler)),
+		limiter.WithTimeout(10*time.Second))
+	routes := o.routes
+	if routes == nil {
+		routes = []httplimit.Route{
+			{Method: "POST", Path: "/login", Pattern: "POST /login", Policies: loginPolicies()},
+			{Path: "/api/", Prefix: true, Pattern: "/api/*", Policies: []*limiter.Policy{apiPolicy()}},
+		}
+	}
+	for _, rt := range routes {
+		for _, p := range rt.Policies {
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r := chi.NewRouter()
+	mw, err := httplimit.New(httplimit.Config{
+		Limiter:        lim,
+		Routes:         routes,
+		TrustedProxies: o.trusted,
+		APIKeys: map[string]httplimit.APIKey{
+			"demo-free":       {Tenant: "acme", Plan: "free"},
+			"demo-enterprise": {Tenant: "bigco", Plan: "enterprise"},
+		},
+		Plans:   map[string]int64{"anonymous": 1, "free": 1, "enterprise": 10},
+		HashKey: []byte("test-hash-key"),
+		Router:  r,
+		Clock:   clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Use(mw.Handler)
+	r.Get("/api/products", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"products":[]}`) })
+	r.Get("/api/products/{id}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"id":1}`) })
+	r.Post("/login", func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Username, Password string }
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Username == "" {
+			http.Error(w, "handler could not read the body", http.StatusTeapot)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error":"invalid_credentials"}`)
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	return &testServer{handler: r, mw: mw, client: client, prefix: prefix, clock: clock, events: ev}
+}
+
+type request struct {
+	method, path, body string
+	remote             string
+	header             map[string]string
+	xff                string
+}
+
+func (s *testServer) do(req request) *httptest.ResponseRecorder {
+	if req.method == "" {
+		req.method = "GET"
+	}
+	var body io.Reader
+	if req.body != "" {
+		body = strings.NewReader(req.body)
+	}
+	r := httptest.NewRequest(req.method, req.path, body)
+	if req.remote != "" {
+		r.RemoteAddr = req.remote
+	}
+	for k, v := range req.header {
+		r.Header.Set(k, v)
+	}
+	if req.xff != "" {
+		r.Header.Set("X-Forwarded-For", req.xff)
+	}
+	w := httptest.NewRecorder()
+	s.handler.ServeHTTP(w, r)
+	return w
+}
+
+// storeKeys lists the keys the test's store wrote.
+func (s *testServer) storeKeys(t *testing.T) []string {
+	t.Helper()
+	var keys []string
+	iter := s.client.Scan(t.Context(), 0, s.prefix+"*", 1000).Iterator()
+	for iter.Next(t.Context()) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+type errorJSON struct {
+	Error         string `json:"error"`
+	Message       string `json:"message"`
+	Policy        string `json:"policy"`
+	RetryAfterSec int64  `json:"retry_after_sec"`
+}
+
+func decodeError(t *testing.T, w *httptest.ResponseRecorder) errorJSON {
+	t.Helper()
+	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("status %d: Content-Type %q, want application/json", w.Code, ct)
+	}
+	var e errorJSON
+	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil {
+		t.Fatalf("status %d: body %q is not JSON: %v", w.Code, w.Body, err)
+	}
+	if e.Error == "" || e.Message == "" {
+		t.Errorf("status %d: error body %q lacks error or message", w.Code, w.Body)
+	}
+	return e
+}
