@@ -223,7 +223,14 @@ func (l *Limiter) localPolicy(p *Policy) *Policy {
 	return &lp
 }
 
+// Local is implemented by stores that answer in process, without I/O: the
+// Limiter does not arm a timeout for them.
+type Local interface{ Local() bool }
+
 func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, error)) (Decision, error) {
+	if local, ok := l.store.(Local); ok && local.Local() {
+		return f(ctx)
+	}
 	if l.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)

@@ -2,8 +2,8 @@ package httplimit
 
 import (
 	"math"
+	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/costgate/costgate/limiter"
@@ -47,14 +47,23 @@ func Window(p *limiter.Policy) (q, w int64) {
 	return p.Limit, max(1, ceilSeconds(p.Period))
 }
 
+// Canonical forms of the header names, so that setting them allocates nothing.
+var (
+	keyLimit     = http.CanonicalHeaderKey(HeaderLimit)
+	keyRemaining = http.CanonicalHeaderKey(HeaderRemaining)
+	keyReset     = http.CanonicalHeaderKey(HeaderReset)
+	keyPolicy    = http.CanonicalHeaderKey(HeaderPolicy)
+	keyRateLimit = http.CanonicalHeaderKey(HeaderRateLimit)
+)
+
 // SetHeaders writes the rate-limit headers for the decisions of one request
 // (the policies applied, in config order). Decisions of shadow-mode
 // policies, and decisions made without the store, are left out; with none
 // left no header is written. X-RateLimit-* describe the decision with the
 // smallest remaining (ties: the first).
-func SetHeaders(h Header, now time.Time, decisions []limiter.Decision) {
+func SetHeaders(h http.Header, now time.Time, decisions []limiter.Decision) {
 	var (
-		policy, state strings.Builder
+		policy, state []byte
 		pick          *limiter.Decision
 	)
 	for i := range decisions {
@@ -70,26 +79,34 @@ func SetHeaders(h Header, now time.Time, decisions []limiter.Decision) {
 		if !d.Allowed && !d.ExceedsCapacity {
 			t = RetryAfterSeconds(*d)
 		}
-		if policy.Len() > 0 {
-			policy.WriteString(", ")
-			state.WriteString(", ")
+		if len(policy) > 0 {
+			policy = append(policy, ", "...)
+			state = append(state, ", "...)
 		}
-		name := sfString(d.Policy.Name)
-		policy.WriteString(name + ";q=" + strconv.FormatInt(q, 10) + ";w=" + strconv.FormatInt(w, 10))
-		state.WriteString(name + ";r=" + strconv.FormatInt(max(d.Remaining, 0), 10) + ";t=" + strconv.FormatInt(t, 10))
+		policy = appendSFString(policy, d.Policy.Name)
+		policy = strconv.AppendInt(append(policy, ";q="...), q, 10)
+		policy = strconv.AppendInt(append(policy, ";w="...), w, 10)
+		state = appendSFString(state, d.Policy.Name)
+		state = strconv.AppendInt(append(state, ";r="...), max(d.Remaining, 0), 10)
+		state = strconv.AppendInt(append(state, ";t="...), t, 10)
 	}
 	if pick == nil {
 		return
 	}
-	h.Set(HeaderLimit, strconv.FormatInt(pick.Limit, 10))
-	h.Set(HeaderRemaining, strconv.FormatInt(max(pick.Remaining, 0), 10))
-	h.Set(HeaderReset, strconv.FormatInt(resetUnix(now, pick.ResetAfter), 10))
-	h.Set(HeaderPolicy, policy.String())
-	h.Set(HeaderRateLimit, state.String())
+	var num []byte
+	num = strconv.AppendInt(num, pick.Limit, 10)
+	nLimit := len(num)
+	num = strconv.AppendInt(num, max(pick.Remaining, 0), 10)
+	nRemaining := len(num)
+	num = strconv.AppendInt(num, resetUnix(now, pick.ResetAfter), 10)
+	nums := string(num)
+	vals := []string{nums[:nLimit], nums[nLimit:nRemaining], nums[nRemaining:], string(policy), string(state)}
+	h[keyLimit] = vals[0:1:1]
+	h[keyRemaining] = vals[1:2:2]
+	h[keyReset] = vals[2:3:3]
+	h[keyPolicy] = vals[3:4:4]
+	h[keyRateLimit] = vals[4:5:5]
 }
-
-// Header is the part of http.Header SetHeaders needs.
-type Header interface{ Set(key, value string) }
 
 // resetUnix is the Unix second at which the quota is full again, rounded up.
 func resetUnix(now time.Time, after time.Duration) int64 {
@@ -101,24 +118,21 @@ func resetUnix(now time.Time, after time.Duration) int64 {
 	return s
 }
 
-// sfString renders s as an RFC 8941 sf-string: printable ASCII in quotes,
-// with " and \ escaped. Other bytes cannot appear in an sf-string and are
-// replaced by '?'; policy names from the config are plain identifiers anyway.
-func sfString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
+// appendSFString appends s as an RFC 8941 sf-string: printable ASCII in
+// quotes, with " and \ escaped. Other bytes cannot appear in an sf-string
+// and become '?'; policy names from the config are plain identifiers anyway.
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
+			b = append(b, '\\', c)
 		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
+			b = append(b, '?')
 		default:
-			b.WriteByte(c)
+			b = append(b, c)
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
+	return append(b, '"')
 }

@@ -119,3 +119,17 @@ func TestSFParserIsStrict(t *testing.T) {
 		t.Errorf("valid list refused: %v", err)
 	}
 }
+
+// A policy name that needs escaping still makes valid structured fields.
+func TestHeadersEscapePolicyNames(t *testing.T) {
+	p := &limiter.Policy{Name: `we"ird\name`, Algorithm: limiter.FixedWindow, Limit: 5, Period: time.Minute}
+	h := http.Header{}
+	httplimit.SetHeaders(h, time.Unix(1000, 0), []limiter.Decision{{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 30 * time.Second, Policy: p}})
+	items, err := parseSFList(h.Get("RateLimit-Policy"))
+	if err != nil || len(items) != 1 || items[0].value != p.Name {
+		t.Fatalf("RateLimit-Policy %q: %v %+v", h.Get("RateLimit-Policy"), err, items)
+	}
+	if got := h.Get("X-RateLimit-Reset"); got != "1030" {
+		t.Errorf("X-RateLimit-Reset = %q, want 1030", got)
+	}
+}

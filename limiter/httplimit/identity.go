@@ -1,12 +1,15 @@
 package httplimit
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"hash"
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
@@ -122,13 +125,23 @@ func NormalizeUsername(s string) (string, bool) {
 }
 
 // hasher turns identities into store key parts with a keyed hash, so that no
-// API key, address or username reaches the store in the clear.
-type hasher struct{ key []byte }
+// API key, address or username reaches the store in the clear. Keyed HMAC
+// states are pooled: hmac.New costs more than hashing a short value.
+type hasher struct{ pool *sync.Pool }
+
+func newHasher(key []byte) hasher {
+	key = bytes.Clone(key)
+	return hasher{pool: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+}
 
 func (h hasher) hash(part, value string) string {
-	m := hmac.New(sha256.New, h.key)
+	m := h.pool.Get().(hash.Hash)
+	m.Reset()
 	m.Write([]byte(part))
 	m.Write([]byte{0})
 	m.Write([]byte(value))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+	var sum [sha256.Size]byte
+	out := base64.RawURLEncoding.EncodeToString(m.Sum(sum[:0])[:16])
+	h.pool.Put(m)
+	return out
 }

@@ -85,9 +85,10 @@ type Config struct {
 
 // Middleware limits HTTP requests by the policies of their route.
 type Middleware struct {
-	cfg    Config
-	hash   hasher
-	scaled sync.Map // planPolicy -> *limiter.Policy
+	cfg     Config
+	hash    hasher
+	keyHash map[string]string // API key -> its hash, for the keys of the table
+	scaled  sync.Map          // planPolicy -> *limiter.Policy
 }
 
 type planPolicy struct {
@@ -129,7 +130,11 @@ func New(cfg Config) (*Middleware, error) {
 			}
 		}
 	}
-	return &Middleware{cfg: cfg, hash: hasher{key: cfg.HashKey}}, nil
+	m := &Middleware{cfg: cfg, hash: newHasher(cfg.HashKey), keyHash: make(map[string]string, len(cfg.APIKeys))}
+	for k := range cfg.APIKeys {
+		m.keyHash[k] = m.hash.hash(PartAPIKey, k)
+	}
+	return m, nil
 }
 
 // Identity is who a request is limited as.
@@ -203,8 +208,8 @@ func (m *Middleware) Key(p *limiter.Policy, id Identity) string {
 		case PartIP:
 			b.WriteString(m.hash.hash(PartIP, id.IP.String()))
 		case PartAPIKey:
-			if id.APIKey != "" {
-				b.WriteString(m.hash.hash(PartAPIKey, id.APIKey))
+			if h, ok := m.keyHash[id.APIKey]; ok {
+				b.WriteString(h)
 			} else {
 				b.WriteString(m.hash.hash(PartIP, id.IP.String()))
 			}

@@ -88,6 +88,9 @@ func (s *Store) Undo(_ context.Context, p *limiter.Policy, key string, r limiter
 	return s.step(p, key, 0, &r)
 }
 
+// Local reports that the store answers in process: no timeout is needed.
+func (s *Store) Local() bool { return true }
+
 // Len returns the number of keys held.
 func (s *Store) Len() int {
 	s.mu.Lock()

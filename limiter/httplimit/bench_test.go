@@ -1,0 +1,67 @@
+package httplimit_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/memstore"
+)
+
+// The middleware's own overhead on the allowed path: a chi router serving a
+// bare handler, with and without the middleware (memory store, one policy
+// that always allows), in one run.
+func BenchmarkMiddleware(b *testing.B) {
+	hello := func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }
+	bare := chi.NewRouter()
+	bare.Get("/api/products", hello)
+
+	p := &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second,
+		Key: []string{httplimit.PartTenant, httplimit.PartAPIKey}}
+	limited := chi.NewRouter()
+	mw, err := httplimit.New(httplimit.Config{
+		Limiter: limiter.New(memstore.New(nil)),
+		Routes:  []httplimit.Route{{Path: "/api/", Prefix: true, Pattern: "/api/*", Policies: []*limiter.Policy{p}}},
+		APIKeys: map[string]httplimit.APIKey{"k": {Tenant: "t", Plan: "free"}},
+		HashKey: []byte("bench"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	limited.Use(mw.Handler)
+	limited.Get("/api/products", hello)
+
+	for _, bc := range []struct {
+		name string
+		h    http.Handler
+	}{{"bare-chi", bare}, {"costgate-memstore", limited}} {
+		b.Run(bc.name, func(b *testing.B) {
+			req := httptest.NewRequest("GET", "/api/products", nil)
+			req.Header.Set("X-API-Key", "k")
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				bc.h.ServeHTTP(w, req)
+				if w.code != 0 && w.code != 200 {
+					b.Fatalf("status %d", w.code)
+				}
+			}
+		})
+	}
+}
+
+type discardWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
