@@ -1,0 +1,81 @@
+package complexity_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/costgate/costgate/complexity"
+)
+
+// fanOutQuery is the classic fragment bomb: F_i spreads F_{i+1} twice, so the document
+// is linear in depth and expands to 2^depth copies of the leaf, a list field.
+func fanOutQuery(depth int) string {
+	var b strings.Builder
+	b.WriteString("query { products(first: 1000000) { nodes { ...F0 } } }\n")
+	for i := range depth {
+		fmt.Fprintf(&b, "fragment F%d on Product { ...F%d ...F%d }\n", i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, "fragment F%d on Product { variants(first: 100) { id } }\n", depth)
+	return b.String()
+}
+
+// pathFanOutQuery doubles the number of distinct response paths at each level.
+func pathFanOutQuery(depth int) string {
+	var b strings.Builder
+	b.WriteString("query { product(id: \"1\") { ...F0 } }\n")
+	for i := range depth {
+		fmt.Fprintf(&b, "fragment F%d on Product { a: related(first: 1) { ...F%d } b: related(first: 1) { ...F%d } }\n", i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, "fragment F%d on Product { id }\n", depth)
+	return b.String()
+}
+
+func TestFanOut(t *testing.T) {
+	s := testSchema(t)
+	const depth = 30
+	doc := parseValid(t, loadAST(t), fanOutQuery(depth))
+
+	start := time.Now()
+	res, err := s.Analyze(doc, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1e6 × (1 + 2^30 × 100) ≈ 1.07e17 > 2^53-1
+	if res.Cost != complexity.MaxCost {
+		t.Errorf("cost = %d, want MaxCost %d", res.Cost, complexity.MaxCost)
+	}
+	// products, nodes, and 2^30 × (variants, id); depth products.nodes.variants.id
+	want := complexity.Limits{Depth: 4, Aliases: 0, Fields: 2 + 1<<31}
+	if res.Limits != want {
+		t.Errorf("limits = %+v, want %+v", res.Limits, want)
+	}
+	m, err := complexity.Measure(mustParse(t, fanOutQuery(depth)), "")
+	if err != nil || m != want {
+		t.Errorf("Measure = %+v, %v; want %+v", m, err, want)
+	}
+	// Generous enough for -race on a slow machine; exponential work would take hours.
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("took %v", d)
+	}
+
+	// Below saturation the memo must still give the exact price:
+	// depth 5: F0 = 2^5 × 100 = 3200; nodes 1e6 × (1 + 3200); products 1 + that.
+	res, err = s.Analyze(parseValid(t, loadAST(t), fanOutQuery(5)), "", nil)
+	if err != nil || res.Cost != 1+1_000_000*3201 {
+		t.Errorf("depth 5: cost = %d, %v; want %d", res.Cost, err, 1+1_000_000*3201)
+	}
+}
+
+func TestMeasureCycleIsAnError(t *testing.T) {
+	for _, q := range []string{
+		`{ a { ...A } } fragment A on T { ...A }`,
+		`{ a { ...A } } fragment A on T { b { ...B } } fragment B on T { c { ...A } }`,
+	} {
+		_, err := complexity.Measure(mustParse(t, q), "")
+		if err == nil {
+			t.Errorf("Measure(%q): no error", q)
+		}
+	}
+}

@@ -1,0 +1,446 @@
+package complexity
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+// MaxCost is the largest cost, depth or count the package reports: 2^53−1, the largest
+// integer a JavaScript client reads exactly. Sums and products saturate here instead of
+// overflowing.
+const MaxCost int64 = 1<<53 - 1
+
+// Schema is a GraphQL schema with its @cost and @listSize directives read and checked.
+// It is immutable and safe for concurrent use.
+type Schema struct {
+	ast      *ast.Schema
+	cfg      config
+	types    map[string]*typeInfo
+	query    *typeInfo
+	mutation *typeInfo
+	subscr   *typeInfo
+}
+
+type typeInfo struct {
+	name      string
+	kind      ast.DefinitionKind
+	weight    int64
+	hasWeight bool
+
+	// object and interface
+	fields map[string]*fieldInfo
+	// interface and union: the object types that can stand in for it
+	possible []*typeInfo
+	// object: the interfaces and unions it belongs to
+	memberOf map[string]bool
+
+	// input object
+	inputFields map[string]*inputValueInfo
+	// input object: some input field, here or nested, carries @cost
+	inputCost bool
+}
+
+type fieldInfo struct {
+	coordinate string // Type.field
+	name       string
+	typ        *typeInfo
+	listDepth  int // 0 for T, 1 for [T], 2 for [[T]] ...
+	weight     int64
+	hasWeight  bool
+	args       map[string]*inputValueInfo
+	argCost    bool // some argument, or a nested input field, carries @cost
+	listSize   *listSizeInfo
+}
+
+// inputValueInfo is an argument or an input field.
+type inputValueInfo struct {
+	name      string
+	typ       *ast.Type
+	named     *typeInfo
+	def       *ast.Value
+	weight    int64
+	hasWeight bool
+}
+
+type listSizeInfo struct {
+	assumedSize    int64
+	hasAssumedSize bool
+	slicing        []slicingArgument
+	sizedFields    []string
+	requireOne     bool
+}
+
+// slicingArgument is "first", or a path into an input object such as "filter.max".
+type slicingArgument struct {
+	name string
+	path []string
+}
+
+func (ls *listSizeInfo) sizes(field string) bool {
+	return ls != nil && slices.Contains(ls.sizedFields, field)
+}
+
+// NewSchema reads the cost directives of schema and checks them. Every problem is
+// reported, each as a [*SchemaError] naming its place, joined with [errors.Join] in the
+// order of their coordinates:
+//
+//   - a @cost weight that is not a non-negative integer (5, "5" and "5.0" are accepted);
+//   - @listSize on a field that is not a list and names no sizedFields;
+//   - sizedFields naming a field the returned type lacks, or one that is not a list;
+//   - a slicing argument that is not an Int argument (or Int input field, for a path
+//     such as "filter.max");
+//   - a negative assumedSize, or a negative option.
+func NewSchema(schema *ast.Schema, opts ...Option) (*Schema, error) {
+	if schema == nil {
+		return nil, errors.New("complexity: nil schema")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	l := loader{s: &Schema{ast: schema, cfg: cfg, types: make(map[string]*typeInfo, len(schema.Types))}}
+	l.checkConfig()
+	l.load()
+	if len(l.errs) > 0 {
+		slices.SortStableFunc(l.errs, func(a, b *SchemaError) int { return strings.Compare(a.Coordinate, b.Coordinate) })
+		errs := make([]error, len(l.errs))
+		for i, e := range l.errs {
+			errs[i] = e
+		}
+		return nil, errors.Join(errs...)
+	}
+	return l.s, nil
+}
+
+// AST returns the schema NewSchema was given.
+func (s *Schema) AST() *ast.Schema { return s.ast }
+
+type loader struct {
+	s    *Schema
+	errs []*SchemaError
+}
+
+func (l *loader) fail(coordinate, format string, args ...any) {
+	l.errs = append(l.errs, &SchemaError{Coordinate: coordinate, Message: fmt.Sprintf(format, args...)})
+}
+
+func (l *loader) checkConfig() {
+	c := l.s.cfg
+	for _, o := range []struct {
+		name  string
+		value int64
+	}{
+		{"default_list_size", c.defaultListSize},
+		{"mutation_cost", c.mutationCost},
+		{"introspection_cost", c.introspectionCost},
+	} {
+		if o.value < 0 || o.value > MaxCost {
+			l.fail("options", "%s must be between 0 and 2^53-1, got %d", o.name, o.value)
+		}
+	}
+}
+
+func (l *loader) load() {
+	s := l.s
+	names := make([]string, 0, len(s.ast.Types))
+	for name := range s.ast.Types {
+		names = append(names, name)
+	}
+	slices.Sort(names) // errors come out in a stable order
+
+	for _, name := range names {
+		def := s.ast.Types[name]
+		t := &typeInfo{name: name, kind: def.Kind}
+		t.weight, t.hasWeight = l.costOf(name, def.Directives)
+		s.types[name] = t
+	}
+	for _, name := range names {
+		def, t := s.ast.Types[name], s.types[name]
+		if !def.IsAbstractType() {
+			continue
+		}
+		for _, p := range s.ast.PossibleTypes[name] {
+			o := s.types[p.Name]
+			if o == nil || o.kind != ast.Object || slices.Contains(t.possible, o) {
+				continue
+			}
+			t.possible = append(t.possible, o)
+			if o.memberOf == nil {
+				o.memberOf = map[string]bool{}
+			}
+			o.memberOf[name] = true
+		}
+	}
+	for _, name := range names {
+		def, t := s.ast.Types[name], s.types[name]
+		switch def.Kind {
+		case ast.InputObject:
+			t.inputFields = make(map[string]*inputValueInfo, len(def.Fields))
+			for _, f := range def.Fields {
+				in := l.inputValue(name+"."+f.Name, f.Name, f.Type, f.DefaultValue, f.Directives)
+				t.inputFields[f.Name] = in
+			}
+		case ast.Object, ast.Interface:
+			t.fields = make(map[string]*fieldInfo, len(def.Fields))
+			for _, f := range def.Fields {
+				t.fields[f.Name] = l.field(t, f)
+			}
+		}
+	}
+	l.markInputCost(names)
+	for _, name := range names {
+		def, t := s.ast.Types[name], s.types[name]
+		for _, f := range def.Fields {
+			if fi := t.fields[f.Name]; fi != nil {
+				l.listSize(fi, f)
+			}
+		}
+	}
+	root := func(d *ast.Definition) *typeInfo {
+		if d == nil {
+			return nil
+		}
+		return s.types[d.Name]
+	}
+	s.query, s.mutation, s.subscr = root(s.ast.Query), root(s.ast.Mutation), root(s.ast.Subscription)
+}
+
+func (l *loader) field(parent *typeInfo, f *ast.FieldDefinition) *fieldInfo {
+	fi := &fieldInfo{
+		coordinate: parent.name + "." + f.Name,
+		name:       f.Name,
+		typ:        l.s.types[f.Type.Name()],
+	}
+	if fi.typ == nil { // an ast.Schema built by hand may name a type it lacks
+		fi.typ = &typeInfo{name: f.Type.Name(), kind: ast.Scalar}
+	}
+	for t := f.Type; t.Elem != nil; t = t.Elem {
+		fi.listDepth++
+	}
+	fi.weight, fi.hasWeight = l.costOf(fi.coordinate, f.Directives)
+	if len(f.Arguments) > 0 {
+		fi.args = make(map[string]*inputValueInfo, len(f.Arguments))
+		for _, a := range f.Arguments {
+			coordinate := fi.coordinate + "(" + a.Name + ":)"
+			fi.args[a.Name] = l.inputValue(coordinate, a.Name, a.Type, a.DefaultValue, a.Directives)
+		}
+	}
+	return fi
+}
+
+func (l *loader) inputValue(coordinate, name string, typ *ast.Type, def *ast.Value, dirs ast.DirectiveList) *inputValueInfo {
+	in := &inputValueInfo{name: name, typ: typ, named: l.s.types[typ.Name()], def: def}
+	in.weight, in.hasWeight = l.costOf(coordinate, dirs)
+	return in
+}
+
+// markInputCost finds, to a fixed point (input types may be recursive), the input types
+// that hold a weighted input field, and the fields whose arguments can cost anything.
+func (l *loader) markInputCost(names []string) {
+	for changed := true; changed; {
+		changed = false
+		for _, name := range names {
+			t := l.s.types[name]
+			if t.kind != ast.InputObject || t.inputCost {
+				continue
+			}
+			for _, in := range t.inputFields {
+				if in.hasWeight || (in.named != nil && in.named.inputCost) {
+					t.inputCost, changed = true, true
+					break
+				}
+			}
+		}
+	}
+	for _, name := range names {
+		for _, fi := range l.s.types[name].fields {
+			for _, a := range fi.args {
+				if a.hasWeight || (a.named != nil && a.named.inputCost) {
+					fi.argCost = true
+				}
+			}
+		}
+	}
+}
+
+// costOf reads @cost(weight:) from dirs.
+func (l *loader) costOf(coordinate string, dirs ast.DirectiveList) (int64, bool) {
+	d := dirs.ForName(costDirective)
+	if d == nil {
+		return 0, false
+	}
+	arg := d.Arguments.ForName("weight")
+	if arg == nil || arg.Value == nil {
+		l.fail(coordinate, "@cost has no weight")
+		return 0, false
+	}
+	w, ok := parseWeight(arg.Value)
+	if !ok {
+		l.fail(coordinate, "@cost(weight: %s): weight must be a non-negative integer", arg.Value.String())
+		return 0, false
+	}
+	return w, true
+}
+
+// parseWeight accepts an Int (Apollo), an integer in a String (IBM), or either written
+// with a zero fraction ("2.0", as the IBM spec's own examples do).
+func parseWeight(v *ast.Value) (int64, bool) {
+	switch v.Kind {
+	case ast.IntValue, ast.FloatValue, ast.StringValue, ast.BlockValue:
+	default:
+		return 0, false
+	}
+	s := strings.TrimSpace(v.Raw)
+	if whole, frac, ok := strings.Cut(s, "."); ok {
+		if frac == "" || strings.Trim(frac, "0") != "" {
+			return 0, false
+		}
+		s = whole
+	}
+	if s == "" || s[0] == '-' || s[0] == '+' {
+		return 0, false
+	}
+	w, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || w > MaxCost {
+		return 0, false
+	}
+	return w, true
+}
+
+func (l *loader) listSize(fi *fieldInfo, f *ast.FieldDefinition) {
+	d := f.Directives.ForName(listSizeDirective)
+	if d == nil {
+		return
+	}
+	ls := &listSizeInfo{requireOne: l.requireOneDefault(d)}
+	for _, arg := range d.Arguments {
+		v := arg.Value
+		if v == nil || v.Kind == ast.NullValue {
+			continue
+		}
+		switch arg.Name {
+		case "assumedSize":
+			n, err := strconv.ParseInt(v.Raw, 10, 64)
+			if v.Kind != ast.IntValue || err != nil || n < 0 {
+				l.fail(fi.coordinate, "@listSize(assumedSize: %s): must be a non-negative Int", v.String())
+				continue
+			}
+			ls.assumedSize, ls.hasAssumedSize = min(n, MaxCost), true
+		case "slicingArguments":
+			names, ok := stringList(v)
+			if !ok {
+				l.fail(fi.coordinate, "@listSize(slicingArguments: %s): must be a list of strings", v.String())
+			}
+			for _, name := range names {
+				ls.slicing = append(ls.slicing, slicingArgument{name: name, path: strings.Split(name, ".")})
+			}
+		case "sizedFields":
+			names, ok := stringList(v)
+			if !ok {
+				l.fail(fi.coordinate, "@listSize(sizedFields: %s): must be a list of strings", v.String())
+			}
+			ls.sizedFields = names
+		case "requireOneSlicingArgument":
+			if v.Kind != ast.BooleanValue {
+				l.fail(fi.coordinate, "@listSize(requireOneSlicingArgument: %s): must be a Boolean", v.String())
+				continue
+			}
+			ls.requireOne = v.Raw == "true"
+		}
+	}
+	if fi.listDepth == 0 && len(ls.sizedFields) == 0 {
+		l.fail(fi.coordinate, "@listSize on a non-list field (%s); a connection field names its lists in sizedFields", f.Type.String())
+	}
+	for _, name := range ls.sizedFields {
+		sized := fi.typ.fields[name]
+		switch {
+		case sized == nil:
+			l.fail(fi.coordinate, "@listSize(sizedFields:): %s has no field %q", fi.typ.name, name)
+		case sized.listDepth == 0:
+			l.fail(fi.coordinate, "@listSize(sizedFields:): %s is not a list", sized.coordinate)
+		}
+	}
+	for _, sa := range ls.slicing {
+		l.checkSlicingArgument(fi, f, sa)
+	}
+	fi.listSize = ls
+}
+
+// requireOneDefault is the declared default of requireOneSlicingArgument, or true (the
+// IBM spec's) when the declaration gives none.
+func (l *loader) requireOneDefault(d *ast.Directive) bool {
+	def := d.Definition
+	if def == nil {
+		def = l.s.ast.Directives[listSizeDirective]
+	}
+	if def != nil {
+		if a := def.Arguments.ForName("requireOneSlicingArgument"); a != nil && a.DefaultValue != nil &&
+			a.DefaultValue.Kind == ast.BooleanValue {
+			return a.DefaultValue.Raw == "true"
+		}
+	}
+	return true
+}
+
+func (l *loader) checkSlicingArgument(fi *fieldInfo, f *ast.FieldDefinition, sa slicingArgument) {
+	arg := f.Arguments.ForName(sa.path[0])
+	if arg == nil {
+		l.fail(fi.coordinate, "@listSize(slicingArguments:): %q is not an argument of the field", sa.name)
+		return
+	}
+	typ := arg.Type
+	for _, step := range sa.path[1:] {
+		in := l.s.types[typ.Name()]
+		if typ.Elem != nil || in == nil || in.kind != ast.InputObject {
+			l.fail(fi.coordinate, "@listSize(slicingArguments:): %q: %s is not an input object", sa.name, typ.String())
+			return
+		}
+		field := in.inputFields[step]
+		if field == nil {
+			l.fail(fi.coordinate, "@listSize(slicingArguments:): %q: %s has no field %q", sa.name, in.name, step)
+			return
+		}
+		typ = field.typ
+	}
+	if typ.Elem != nil || typ.NamedType != "Int" {
+		l.fail(fi.coordinate, "@listSize(slicingArguments:): %q is not an Int argument (it is %s)", sa.name, typ.String())
+	}
+}
+
+// stringList reads ["a", "b"], or "a" alone (input coercion of a single value to a list).
+func stringList(v *ast.Value) ([]string, bool) {
+	switch v.Kind {
+	case ast.StringValue, ast.BlockValue:
+		return []string{v.Raw}, true
+	case ast.ListValue:
+		out := make([]string, 0, len(v.Children))
+		for _, c := range v.Children {
+			if c.Value == nil || (c.Value.Kind != ast.StringValue && c.Value.Kind != ast.BlockValue) {
+				return out, false
+			}
+			out = append(out, c.Value.Raw)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func (s *Schema) rootType(op ast.Operation) *typeInfo {
+	switch op {
+	case ast.Mutation:
+		return s.mutation
+	case ast.Subscription:
+		return s.subscr
+	}
+	return s.query
+}
+
+// satisfies reports whether object type o matches a fragment's type condition.
+func (o *typeInfo) satisfies(condition string) bool {
+	return condition == "" || condition == o.name || o.memberOf[condition]
+}
