@@ -1,0 +1,65 @@
+package main
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/costgate/costgate/limiter"
+)
+
+// metrics are the server's Prometheus metrics, on a registry of their own.
+type metrics struct {
+	registry      *prometheus.Registry
+	decisions     *prometheus.CounterVec
+	checkDuration *prometheus.HistogramVec
+	storeErrors   *prometheus.CounterVec
+	graphqlCost   *prometheus.HistogramVec
+	evictions     prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "costgate_decisions_total",
+			Help: "Rate-limit decisions by policy and outcome (allowed, denied, shadow_denied, error_allowed, error_denied, error_local).",
+		}, []string{"policy", "decision"}),
+		checkDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "costgate_check_duration_seconds",
+			Help:    "Time one rate-limit check took, by store.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+		}, []string{"store"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "costgate_store_errors_total",
+			Help: "Checks the store could not answer (on_store_error decided them).",
+		}, []string{"store"}),
+		graphqlCost: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "costgate_graphql_cost",
+			Help:    "GraphQL operation cost, requested (priced from the schema) and actual (from the response).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}, []string{"kind"}),
+		evictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "costgate_memstore_evictions_total",
+			Help: "Keys the in-memory store evicted at its key cap (the key closest to full each time).",
+		}),
+	}
+	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.evictions,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// observe is the limiter's observer hook.
+func (m *metrics) observe(ev limiter.Event) {
+	m.decisions.WithLabelValues(ev.Policy, string(ev.Outcome)).Inc()
+	m.checkDuration.WithLabelValues(ev.Store).Observe(ev.Duration.Seconds())
+	if ev.Err != nil {
+		m.storeErrors.WithLabelValues(ev.Store).Inc()
+	}
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}

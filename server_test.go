@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/costgate/costgate/limiter/redistest"
+)
+
+// startServer runs the server in process with args and env, and returns its
+// base URL. It stops when the test ends.
+func startServer(t *testing.T, args []string, env map[string]string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, args, func(k string) string { return env[k] }, io.Discard, ready)
+	}()
+	select {
+	case addr := <-ready:
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("server stopped with %v", err)
+			}
+		})
+		return "http://" + addr
+	case err := <-done:
+		cancel()
+		t.Fatalf("server did not start: %v", err)
+	}
+	return ""
+}
+
+func get(t *testing.T, url string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	return do(t, req)
+}
+
+func post(t *testing.T, url, body string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, string(b)
+}
+
+// The demo server as `go run .` starts it: the REST routes carry the
+// headers, the 151st burst request is 429, /metrics counts it, and login
+// answers an unknown user exactly as a wrong password.
+func TestDemoServer(t *testing.T) {
+	base := startServer(t, []string{"-addr", "127.0.0.1:0"}, nil)
+
+	res, body := get(t, base+"/healthz", nil)
+	if res.StatusCode != 200 || !strings.Contains(body, `"ok"`) {
+		t.Errorf("/healthz: %d %s", res.StatusCode, body)
+	}
+	res, body = get(t, base+"/readyz", nil)
+	if res.StatusCode != 200 || !strings.Contains(body, `"kind":"memory","state":"up"`) {
+		t.Errorf("/readyz: %d %s", res.StatusCode, body)
+	}
+
+	// The burst: 150 at once, then a token every 60ms. Sequential requests
+	// over HTTP take real time, so count what passed before the first 429
+	// against what the bucket can have refilled meanwhile.
+	key := map[string]string{"X-API-Key": "demo-free"}
+	start := time.Now()
+	allowed := 0
+	for allowed < 1000 {
+		res, body = get(t, base+"/api/products/3", key)
+		if res.StatusCode != 200 {
+			break
+		}
+		allowed++
+	}
+	refilled := int(time.Since(start)/(60*time.Millisecond)) + 1
+	if allowed < 150 || allowed > 150+refilled {
+		t.Errorf("allowed %d before the first 429, want 150 plus at most %d refilled", allowed, refilled)
+	}
+	if res.StatusCode != 429 || res.Header.Get("Retry-After") != "1" || !strings.Contains(body, `"error":"rate_limit"`) {
+		t.Errorf("first denial: %d Retry-After %q %s", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	if got := res.Header.Get("RateLimit-Policy"); got != `"api";q=150;w=9` {
+		t.Errorf("RateLimit-Policy = %q", got)
+	}
+	// Another tenant's key has its own bucket.
+	if res, _ := get(t, base+"/api/products", map[string]string{"X-API-Key": "demo-enterprise"}); res.StatusCode != 200 || res.Header.Get("X-RateLimit-Limit") != "1500" {
+		t.Errorf("enterprise key: %d, limit %q", res.StatusCode, res.Header.Get("X-RateLimit-Limit"))
+	}
+	if res, body := get(t, base+"/api/products", map[string]string{"X-API-Key": "guessed"}); res.StatusCode != 401 {
+		t.Errorf("unknown key: %d %s", res.StatusCode, body)
+	}
+
+	_, metrics := get(t, base+"/metrics", nil)
+	for _, want := range []string{
+		fmt.Sprintf(`costgate_decisions_total{decision="allowed",policy="api"} %d`, allowed+2),
+		`costgate_decisions_total{decision="denied",policy="api"} 1`,
+		`costgate_check_duration_seconds_count{store="memory"}`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	wrong, wrongBody := post(t, base+"/login", `{"username":"alice","password":"guess"}`)
+	unknown, unknownBody := post(t, base+"/login", `{"username":"mallory","password":"guess"}`)
+	if wrong.StatusCode != 401 || unknown.StatusCode != 401 || wrongBody != unknownBody {
+		t.Errorf("wrong password: %d %s; unknown user: %d %s; want the same 401", wrong.StatusCode, wrongBody, unknown.StatusCode, unknownBody)
+	}
+	ok, okBody := post(t, base+"/login", `{"username":" Alice ","password":"wonderland"}`)
+	if ok.StatusCode != 200 || !strings.Contains(okBody, `"token"`) {
+		t.Errorf("right password: %d %s", ok.StatusCode, okBody)
+	}
+	if res, body := post(t, base+"/login", `{"username":`); res.StatusCode != 400 || !strings.Contains(body, `"error"`) {
+		t.Errorf("broken JSON: %d %s", res.StatusCode, body)
+	}
+	if res, body := get(t, base+"/nowhere", nil); res.StatusCode != 404 || !strings.Contains(body, `"not_found"`) {
+		t.Errorf("unknown route: %d %s", res.StatusCode, body)
+	}
+}
+
+// With Redis: limits are shared through it, readiness reports it, and when
+// it goes away readiness stays 200 (reporting it down) while login fails
+// closed with 503 and the API fails open.
+func TestServerWithRedis(t *testing.T) {
+	srv := redistest.StartServer(t)
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "costgate.yaml")
+	cfg := `
+identity:
+  hash_key: "a-test-secret-of-32-bytes-length"
+policies:
+  # refill negligible during the test: 150 an hour
+  api:      {algorithm: token_bucket, limit: 150, period: 1h, key: [tenant, api_key], on_store_error: allow}
+  login_ip: {algorithm: sliding_log, limit: 10, period: 5m, key: [ip], on_store_error: deny}
+routes:
+  - {match: "POST /login", policies: [login_ip]}
+  - {match: "/api/*", policies: [api]}
+`
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"COSTGATE_CONFIG": cfgFile, "COSTGATE_REDIS_URL": "redis://" + srv.Addr() + "/0"}
+	a := startServer(t, []string{"-addr", "127.0.0.1:0"}, env)
+	b := startServer(t, []string{"-addr", "127.0.0.1:0"}, env)
+
+	// Two gateways, one bucket: 75 requests through each use it up.
+	for i := range 150 {
+		base := []string{a, b}[i%2]
+		if res, body := get(t, base+"/api/products", nil); res.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, res.StatusCode, body)
+		}
+	}
+	for _, base := range []string{a, b} {
+		if res, _ := get(t, base+"/api/products", nil); res.StatusCode != 429 {
+			t.Errorf("%s after the shared burst: %d, want 429", base, res.StatusCode)
+		}
+	}
+	// Identities are hashed: no address in Redis.
+	keys, err := srv.Client().Keys(context.Background(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if strings.Contains(k, "127.0.0.1") {
+			t.Errorf("Redis key %q holds the client address", k)
+		}
+	}
+	if res, body := get(t, a+"/readyz", nil); res.StatusCode != 200 || !strings.Contains(body, `"kind":"redis","state":"up"`) {
+		t.Errorf("/readyz: %d %s", res.StatusCode, body)
+	}
+
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if res, body := get(t, a+"/readyz", nil); res.StatusCode != 200 || !strings.Contains(body, `"state":"down"`) {
+		t.Errorf("/readyz with Redis down: %d %s, want 200 reporting down", res.StatusCode, body)
+	}
+	if res, body := post(t, a+"/login", `{"username":"alice","password":"wonderland"}`); res.StatusCode != 503 || !strings.Contains(body, "rate_limiter_unavailable") {
+		t.Errorf("login with Redis down: %d %s, want 503", res.StatusCode, body)
+	}
+	if res, _ := get(t, a+"/api/products", map[string]string{"X-API-Key": "x"}); res.StatusCode != 401 {
+		// no api keys in this config: every key is unknown; fail-open charge, then 401
+		t.Errorf("api with Redis down: %d, want 401 (served past the limiter)", res.StatusCode)
+	}
+	_, metrics := get(t, a+"/metrics", nil)
+	if !regexp.MustCompile(`costgate_store_errors_total\{store="redis"\} [1-9]`).MatchString(metrics) {
+		t.Errorf("/metrics does not count the store errors")
+	}
+}
+
+// The built binary: a bad config stops it at start naming the file, field
+// and reason; SIGTERM shuts it down gracefully, letting a request in flight
+// finish.
+func TestBinary(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "costgate")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	t.Run("bad config", func(t *testing.T) {
+		cfgFile := filepath.Join(t.TempDir(), "bad.yaml")
+		os.WriteFile(cfgFile, []byte("policies:\n  api: {algorithm: token_bucket, limit: 0, period: 1m}\n"), 0o600)
+		out, err := exec.Command(bin, "-config", cfgFile).CombinedOutput()
+		if err == nil {
+			t.Fatalf("started with a bad config:\n%s", out)
+		}
+		for _, want := range []string{"bad.yaml", "policies.api.limit", "at least 1"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("error output lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
+	t.Run("graceful shutdown", func(t *testing.T) {
+		cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		addr := make(chan string, 1)
+		var logs strings.Builder
+		var mu sync.Mutex
+		go func() {
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() {
+				mu.Lock()
+				logs.WriteString(sc.Text() + "\n")
+				mu.Unlock()
+				var line struct{ Msg, Addr string }
+				if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "costgate listening" {
+					addr <- line.Addr
+				}
+			}
+		}()
+		var base string
+		select {
+		case a := <-addr:
+			base = "http://" + a
+		case <-time.After(30 * time.Second):
+			t.Fatal("the binary did not report listening")
+		}
+		if res, _ := get(t, base+"/healthz", nil); res.StatusCode != 200 {
+			t.Fatalf("/healthz: %d", res.StatusCode)
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- cmd.Wait() }()
+		select {
+		case err := <-errc:
+			if err != nil {
+				mu.Lock()
+				t.Errorf("exit after SIGTERM: %v\n%s", err, logs.String())
+				mu.Unlock()
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("no exit within 15s of SIGTERM")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !strings.Contains(logs.String(), "shutting down") {
+			t.Errorf("logs lack the shutdown:\n%s", logs.String())
+		}
+	})
+}
