@@ -7,15 +7,26 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/redis/go-redis/v9"
+	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/graph"
+	"github.com/costgate/costgate/graph/model"
 	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/memstore"
 	"github.com/costgate/costgate/limiter/redisstore"
@@ -107,7 +118,12 @@ func newApp(cfg *Config, logger *slog.Logger) (*app, error) {
 		return nil, a.closeWith(err)
 	}
 
+	gql, err := a.graphql(cfg, mw, policies, logger)
+	if err != nil {
+		return nil, a.closeWith(err)
+	}
 	r.Use(middleware.Recoverer)
+	r.Handle(cfg.GraphQL.Path, gql)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -129,6 +145,92 @@ func newApp(cfg *Config, logger *slog.Logger) (*app, error) {
 	a.handler = r
 	a.serving.Store(true)
 	return a, nil
+}
+
+// graphql builds the GraphQL endpoint: the example API (gqlgen) or, with
+// graphql.schema and graphql.upstream, the proxy; either way wrapped in the
+// cost limiter.
+func (a *app) graphql(cfg *Config, mw *httplimit.Middleware, policies map[string]*limiter.Policy, logger *slog.Logger) (http.Handler, error) {
+	g := cfg.GraphQL
+	off := func(n int) int { // 0 in the config disables a check
+		if n <= 0 {
+			return math.MaxInt
+		}
+		return n
+	}
+	maxCost := g.MaxCost
+	if maxCost <= 0 {
+		maxCost = complexity.MaxCost
+	}
+	gcfg := gqllimit.Config{
+		Limiter:  a.limiter,
+		Policy:   policies[g.Policy],
+		Identity: mw,
+		ComplexityOptions: []complexity.Option{
+			complexity.WithDefaultListSize(int(g.DefaultListSize)),
+			complexity.WithMutationCost(int(g.MutationCost)),
+			complexity.WithIntrospectionCost(int(g.IntrospectionCost)),
+		},
+		Mode:         gqllimit.Mode(g.Mode),
+		MaxCost:      maxCost,
+		MaxDepth:     off(g.MaxDepth),
+		MaxAliases:   off(g.MaxAliases),
+		MaxFields:    off(g.MaxFields),
+		MaxTokens:    off(g.MaxTokens),
+		MaxBodyBytes: g.MaxBodyBytes,
+		Refund:       g.Refund,
+		OnCost:       func(kind string, cost int64) { a.metrics.graphqlCost.WithLabelValues(kind).Observe(float64(cost)) },
+		Logger:       logger,
+	}
+	if g.Upstream != "" {
+		sdl, err := os.ReadFile(g.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("graphql.schema: %w", err)
+		}
+		schema, err := gqllimit.LoadSchema(g.Schema, string(sdl), gcfg.ComplexityOptions...)
+		if err != nil {
+			return nil, fmt.Errorf("graphql.schema: %w", err)
+		}
+		gcfg.Schema = schema
+		gl, err := gqllimit.New(gcfg)
+		if err != nil {
+			return nil, err
+		}
+		proxy, err := gl.Proxy(gqllimit.ProxyConfig{Upstream: g.Upstream})
+		if err != nil {
+			return nil, err
+		}
+		return gl.Middleware(proxy), nil
+	}
+	gl, err := gqllimit.New(gcfg)
+	if err != nil {
+		return nil, err
+	}
+	resolver := &graph.Resolver{Shop: graph.NewShop(), RateLimitInfo: rateLimitInfo}
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: resolver}))
+	srv.AddTransport(transport.GET{})
+	srv.AddTransport(transport.POST{})
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	if g.Introspection {
+		srv.Use(extension.Introspection{})
+	}
+	srv.Use(gl.Extension())
+	return gl.Middleware(srv), nil
+}
+
+// rateLimitInfo feeds the example API's rateLimit field, GitHub's shape.
+func rateLimitInfo(ctx context.Context) (model.RateLimit, bool) {
+	st := gqllimit.GetStats(ctx)
+	if st == nil {
+		return model.RateLimit{}, false
+	}
+	return model.RateLimit{
+		Cost:      int(st.Requested),
+		Limit:     int(st.Limit),
+		Remaining: int(st.Remaining),
+		ResetAt:   st.ResetAt.UTC().Format(time.RFC3339),
+		Used:      int(st.Limit - st.Remaining),
+	}, true
 }
 
 // redisClient builds the client for store.redis. ContextTimeoutEnabled makes

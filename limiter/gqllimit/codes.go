@@ -1,0 +1,32 @@
+package gqllimit
+
+import "github.com/costgate/costgate/complexity"
+
+// Error codes, in errors[0].extensions.code.
+const (
+	CodeThrottled               = "THROTTLED"
+	CodeMaxCostExceeded         = "MAX_COST_EXCEEDED"
+	CodeCostExceedsCapacity     = "COST_EXCEEDS_CAPACITY"
+	CodeSlicingArgumentRequired = complexity.CodeSlicingArgumentRequired
+	CodeMaxDepthExceeded        = "MAX_DEPTH_EXCEEDED"
+	CodeMaxAliasesExceeded      = "MAX_ALIASES_EXCEEDED"
+	CodeMaxFieldsExceeded       = "MAX_FIELDS_EXCEEDED"
+	CodeMaxTokensExceeded       = "MAX_TOKENS_EXCEEDED"
+	CodeBodyTooLarge            = "BODY_TOO_LARGE"
+	CodeBatchNotSupported       = "BATCH_NOT_SUPPORTED"
+	CodeBadRequest              = "BAD_REQUEST"
+	CodeParseFailed             = "GRAPHQL_PARSE_FAILED"
+	CodeValidationFailed        = "GRAPHQL_VALIDATION_FAILED"
+	CodeUnauthenticated         = "UNAUTHENTICATED"
+	CodeLimiterUnavailable      = "RATE_LIMITER_UNAVAILABLE"
+	CodeUpstreamError           = "UPSTREAM_ERROR"
+)
+
+// Request headers.
+const (
+	// HeaderDryRun: "1" prices the operation, charges nothing, executes
+	// nothing, and returns extensions.cost.
+	HeaderDryRun = "Costgate-Dry-Run"
+	// HeaderCostDebug: "1" adds extensions.cost.fields, the cost per field path.
+	HeaderCostDebug = "Costgate-Cost-Debug"
+)

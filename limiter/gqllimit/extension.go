@@ -1,0 +1,82 @@
+package gqllimit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/costgate/costgate/complexity"
+)
+
+// Extension returns the gqlgen handler extension: after validation and
+// before execution it prices the operation, rejects it over the limits
+// without charging, and charges the caller's bucket; after execution it
+// prices what was returned, refunds the difference, and adds
+// extensions.cost. The handler must be wrapped in l.Middleware, which turns
+// its decisions into HTTP statuses and headers (an extension cannot).
+func (l *Limiter) Extension() graphql.HandlerExtension { return extension{l} }
+
+type extension struct{ l *Limiter }
+
+var (
+	_ graphql.HandlerExtension        = extension{}
+	_ graphql.OperationContextMutator = extension{}
+	_ graphql.ResponseInterceptor     = extension{}
+)
+
+func (extension) ExtensionName() string { return "CostgateLimit" }
+
+// Validate builds the pricing schema from gqlgen's, unless one was given.
+func (e extension) Validate(schema graphql.ExecutableSchema) error {
+	e.l.mu.Lock()
+	defer e.l.mu.Unlock()
+	if e.l.schema != nil {
+		return nil
+	}
+	s, err := complexity.NewSchema(schema.Schema(), e.l.cfg.ComplexityOptions...)
+	if err != nil {
+		return fmt.Errorf("costgate: %w", err)
+	}
+	e.l.schema = s
+	return nil
+}
+
+func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
+	st := stateFrom(ctx)
+	if st == nil {
+		return gqlerror.Errorf("costgate: the GraphQL handler must be wrapped in gqllimit's Middleware")
+	}
+	rerr := e.l.admit(ctx, st, rc.Operation, rc.Variables)
+	if rerr == nil {
+		return nil
+	}
+	st.status = rerr.Status
+	return rerr.gqlError()
+}
+
+func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	resp := next(ctx)
+	st := stateFrom(ctx)
+	if resp == nil || st == nil || !st.priced {
+		return resp
+	}
+	if st.dryRun {
+		resp.Errors, resp.Data = nil, json.RawMessage("null")
+	} else if st.status == 0 || st.status == http.StatusOK {
+		if rc := graphql.GetOperationContext(ctx); rc != nil && rc.Operation != nil {
+			e.l.finish(ctx, st, rc.Operation, rc.Variables, resp.Data)
+		}
+	}
+	if len(resp.Data) == 0 {
+		resp.Data = json.RawMessage("null")
+	}
+	if resp.Extensions == nil {
+		resp.Extensions = map[string]any{}
+	}
+	resp.Extensions["cost"] = st.stats.cost()
+	return resp
+}

@@ -1,0 +1,191 @@
+package gqllimit_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/gqllimit"
+	"github.com/costgate/costgate/limiter/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// SPEC §4's worked example, end to end: it costs 61, the bucket is charged
+// 61, and what was not used (the shop has fewer variants than asked for) is
+// refunded: currentlyAvailable goes back up by exactly requested − actual.
+func TestChargeAndRefund(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	before := e.available(t)
+	r := e.post(t, `{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }`, nil, nil)
+	if r.status != http.StatusOK || r.res.Extensions.Cost == nil {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	c := r.res.Extensions.Cost
+	// products 1 + 10 × (1 + variants); the shop's first ten products have
+	// 2,3,4,5,5,5,1,2,3,4 variants: 34. Actual = 1 + 10 + 34 = 45.
+	must(t, c.RequestedQueryCost == 61, "requested %d, want 61", c.RequestedQueryCost)
+	must(t, c.ActualQueryCost != nil && *c.ActualQueryCost == 45, "actual %v, want 45", c.ActualQueryCost)
+	must(t, c.ThrottleStatus.MaximumAvailable == 1000 && c.ThrottleStatus.RestoreRate == 50, "throttleStatus %+v", c.ThrottleStatus)
+	must(t, c.ThrottleStatus.CurrentlyAvailable == before-45, "currentlyAvailable %d, want %d − 45 (charged 61, refunded 16)", c.ThrottleStatus.CurrentlyAvailable, before)
+	must(t, e.available(t) == before-45, "bucket %d after the query, want %d", e.available(t), before-45)
+	// The headers tell the same story.
+	must(t, r.header.Get("X-RateLimit-Remaining") == fmt.Sprint(before-45), "X-RateLimit-Remaining %q", r.header.Get("X-RateLimit-Remaining"))
+	must(t, r.header.Get("RateLimit-Policy") == `"graphql";q=1000;w=20`, "RateLimit-Policy %q", r.header.Get("RateLimit-Policy"))
+}
+
+// When the bucket is short: HTTP 429 with Retry-After and the rate-limit
+// headers, THROTTLED in the body, data null, actualQueryCost null, and
+// nothing executed or charged.
+func TestThrottled(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	q := `{ products(first: 100) { nodes { id variants(first: 8) { id } } } }` // 1 + 100 × (1 + 8) = 901
+	r := e.post(t, q, nil, nil)
+	if r.status != 200 || r.res.Extensions.Cost.RequestedQueryCost != 901 {
+		t.Fatalf("first: %d %s", r.status, r.body)
+	}
+	left := r.res.Extensions.Cost.ThrottleStatus.CurrentlyAvailable
+	r = e.post(t, q, nil, nil)
+	if r.status != http.StatusTooManyRequests {
+		t.Fatalf("second: status %d, want 429: %s", r.status, r.body)
+	}
+	// 901 − left tokens at 50/s: Retry-After is that, rounded up to seconds.
+	wantRetry := (901 - left + 49) / 50
+	must(t, r.header.Get("Retry-After") == fmt.Sprint(wantRetry), "Retry-After %q, want %d", r.header.Get("Retry-After"), wantRetry)
+	must(t, r.code() == gqllimit.CodeThrottled && r.res.Errors[0].Message == "Throttled", "errors %+v", r.res.Errors)
+	must(t, r.res.Errors[0].Extensions["retryAfterSec"] == float64(wantRetry), "retryAfterSec %v", r.res.Errors[0].Extensions["retryAfterSec"])
+	must(t, string(r.res.Data) == "null", "data %s, want null", r.res.Data)
+	must(t, strings.Contains(r.body, `"actualQueryCost":null`), "body %s lacks actualQueryCost null", r.body)
+	must(t, r.header.Get("X-RateLimit-Remaining") == fmt.Sprint(left), "X-RateLimit-Remaining %q", r.header.Get("X-RateLimit-Remaining"))
+	must(t, e.available(t) == left, "a throttled query consumed tokens")
+	// After the wait it passes.
+	e.clock.Advance(time.Duration(wantRetry) * time.Second)
+	if r := e.post(t, q, nil, nil); r.status != 200 {
+		t.Errorf("after Retry-After: %d %s", r.status, r.body)
+	}
+}
+
+// Rejections before execution charge nothing and execute nothing.
+func TestRejectionsChargeNothing(t *testing.T) {
+	e := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.MaxDepth = 4 }})
+	before := e.available(t)
+	tests := []struct {
+		name   string
+		query  string
+		status int
+		code   string
+	}{
+		{"over max_cost", `{ products(first: 100) { nodes { variants(first: 100) { id } } } }`, 400, gqllimit.CodeMaxCostExceeded},
+		{"too deep", `{ products { nodes { reviews { author { name } } } } }`, 400, gqllimit.CodeMaxDepthExceeded},
+		{"parse error", `{ products( }`, 400, gqllimit.CodeParseFailed},
+		{"batch", ``, 400, gqllimit.CodeBatchNotSupported},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r *gqlResult
+			if tc.code == gqllimit.CodeBatchNotSupported {
+				r = e.raw(t, "POST", "/graphql", []byte(`[{"query":"{ __typename }"},{"query":"{ __typename }"}]`), nil)
+			} else {
+				r = e.post(t, tc.query, nil, nil)
+			}
+			must(t, r.status == tc.status && r.code() == tc.code, "status %d code %q, want %d %q: %s", r.status, r.code(), tc.status, tc.code, r.body)
+			must(t, string(r.res.Data) == "null", "data %s", r.res.Data)
+		})
+	}
+	r := e.post(t, `{ products(first: 100) { nodes { variants(first: 100) { id } } } }`, nil, nil)
+	must(t, r.res.Errors[0].Extensions["cost"] == float64(10101) && r.res.Errors[0].Extensions["maxCost"] == float64(1000), "MAX_COST_EXCEEDED extensions %v", r.res.Errors[0].Extensions)
+	must(t, r.res.Extensions.Cost != nil && r.res.Extensions.Cost.RequestedQueryCost == 10101, "extensions.cost %+v", r.res.Extensions.Cost)
+	if p := e.post(t, `{ products( }`, nil, nil); strings.Contains(p.body, `"cost"`) {
+		t.Errorf("a document that did not parse got extensions.cost: %s", p.body)
+	}
+	must(t, e.available(t) == before, "rejections consumed tokens: %d, want %d", e.available(t), before)
+}
+
+// A dry run (header, or GitHub's rateLimit(dryRun: true)) prices the
+// operation and charges nothing.
+func TestDryRun(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	before := e.available(t)
+	q := `{ products(first: 10) { nodes { id variants(first: 5) { id } } } }`
+	r := e.post(t, q, nil, map[string]string{gqllimit.HeaderDryRun: "1"})
+	must(t, r.status == 200 && string(r.res.Data) == "null" && len(r.res.Errors) == 0, "dry run: %d %s", r.status, r.body)
+	must(t, r.res.Extensions.Cost.RequestedQueryCost == 61 && r.res.Extensions.Cost.ActualQueryCost == nil, "cost %+v", r.res.Extensions.Cost)
+	r = e.post(t, `query($dry: Boolean) { rateLimit(dryRun: $dry) { cost } products(first: 10) { nodes { id } } }`, map[string]any{"dry": true}, nil)
+	must(t, r.status == 200 && string(r.res.Data) == "null" && r.res.Extensions.Cost.RequestedQueryCost == 12, "rateLimit(dryRun: true): %d %s", r.status, r.body)
+	must(t, e.available(t) == before, "dry runs consumed tokens")
+}
+
+// 100 aliased copies of a field cost 100 times one.
+func TestAliasesEachCounted(t *testing.T) {
+	e := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.MaxAliases = 100 }})
+	one := e.post(t, `{ a0: products(first: 3) { nodes { id } } }`, nil, map[string]string{gqllimit.HeaderDryRun: "1"})
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 100 {
+		fmt.Fprintf(&b, " a%d: products(first: 3) { nodes { id } }", i)
+	}
+	b.WriteString(" }")
+	hundred := e.post(t, b.String(), nil, map[string]string{gqllimit.HeaderDryRun: "1"})
+	must(t, one.res.Extensions.Cost.RequestedQueryCost == 4, "one costs %d, want 1 + 3 = 4", one.res.Extensions.Cost.RequestedQueryCost)
+	must(t, hundred.res.Extensions.Cost.RequestedQueryCost == 400, "100 aliases cost %d, want 400", hundred.res.Extensions.Cost.RequestedQueryCost)
+	// And with the default of 30 aliases, the document is turned away before validation.
+	d := newEnv(t, envOpts{})
+	if r := d.post(t, b.String(), nil, nil); r.status != 400 || r.code() != gqllimit.CodeMaxAliasesExceeded {
+		t.Errorf("100 aliases with max_aliases 30: %d %s", r.status, r.code())
+	}
+}
+
+// A cost the bucket can never hold is a 400, not a 429: retrying won't help.
+func TestCostExceedsCapacity(t *testing.T) {
+	p := graphqlPolicy()
+	p.Burst = 100
+	e := newEnv(t, envOpts{policy: p})
+	r := e.post(t, `{ products(first: 20) { nodes { id variants(first: 5) { id } } } }`, nil, nil) // 1 + 20 × 6 = 121
+	must(t, r.status == 400 && r.code() == gqllimit.CodeCostExceedsCapacity && r.header.Get("Retry-After") == "", "%d %q Retry-After %q", r.status, r.code(), r.header.Get("Retry-After"))
+}
+
+// Measure mode rejects nothing for cost or throttling, yet reports what
+// enforcement would do.
+func TestMeasureMode(t *testing.T) {
+	e := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.Mode = gqllimit.Measure; c.MaxDepth = 2 }})
+	q := `{ products(first: 100) { nodes { id variants(first: 100) { id } } } }` // 10101 > max_cost, > capacity, depth 3
+	r := e.post(t, q, nil, nil)
+	must(t, r.status == 200 && len(r.res.Errors) == 0 && r.res.Extensions.Cost.RequestedQueryCost == 10101, "measure: %d %s", r.status, r.body[:min(len(r.body), 300)])
+	must(t, r.header.Get("X-RateLimit-Limit") == "", "measure mode sent rate-limit headers")
+}
+
+// Debug: Costgate-Cost-Debug: 1 adds the per-field breakdown.
+func TestCostDebug(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	r := e.post(t, `{ products(first: 10) { nodes { id variants(first: 5) { id } } } }`, nil, map[string]string{gqllimit.HeaderCostDebug: "1"})
+	got := map[string]int64{}
+	for _, f := range r.res.Extensions.Cost.Fields {
+		got[f.Path] = f.RequestedTotal
+	}
+	must(t, got["products"] == 61 && got["products.nodes"] == 60 && got["products.nodes.variants"] == 50, "breakdown %v", got)
+}
+
+// An unknown API key is answered 401 and charged to the anonymous bucket of
+// the client address.
+func TestUnknownAPIKey(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	before := e.available(t)
+	r := e.post(t, `{ __typename }`, nil, map[string]string{"X-API-Key": "guess"})
+	must(t, r.status == http.StatusUnauthorized && r.code() == gqllimit.CodeUnauthenticated, "%d %s", r.status, r.body)
+	must(t, e.available(t) == before-1, "the guess was not charged to the anonymous bucket")
+}
+
+// Redis down with on_store_error: deny: 503, RATE_LIMITER_UNAVAILABLE.
+func TestFailClosed(t *testing.T) {
+	srv := redistest.StartServer(t)
+	p := graphqlPolicy()
+	p.OnStoreError = limiter.FailDeny
+	e := newEnv(t, envOpts{policy: p, client: srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true; o.DialerRetries = 1 })})
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r := e.post(t, `{ __typename }`, nil, nil)
+	must(t, r.status == http.StatusServiceUnavailable && r.code() == gqllimit.CodeLimiterUnavailable && r.header.Get("Retry-After") == "1", "%d %s", r.status, r.body)
+}
