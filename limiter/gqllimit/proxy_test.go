@@ -1,0 +1,200 @@
+package gqllimit_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/costgate/costgate/graph"
+	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/gqllimit"
+	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/redisstore"
+	"github.com/costgate/costgate/limiter/storetest"
+)
+
+// upstream is a GraphQL server the test starts: the example shop, plain
+// gqlgen, no limiter. It records the queries it received.
+type upstream struct {
+	*httptest.Server
+	queries atomic.Value // last query string
+	calls   atomic.Int64
+}
+
+func startUpstream(t *testing.T) *upstream {
+	t.Helper()
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop()}}))
+	srv.AddTransport(transport.POST{})
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.calls.Add(1)
+		var p struct{ Query string }
+		body := http.MaxBytesReader(w, r.Body, 1<<20)
+		dec := json.NewDecoder(body)
+		if err := dec.Decode(&p); err == nil {
+			u.queries.Store(p.Query)
+		}
+		r.Body = http.NoBody
+		// gqlgen reads the body again: hand it the query we decoded.
+		b, _ := json.Marshal(p)
+		r.Body = readCloser{strings.NewReader(string(b))}
+		r.ContentLength = int64(len(b))
+		srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+type readCloser struct{ *strings.Reader }
+
+func (readCloser) Close() error { return nil }
+
+// newProxyEnv puts costgate's proxy, priced from graph/schema.graphqls,
+// in front of upstreamURL.
+func newProxyEnv(t *testing.T, upstreamURL string) *env {
+	t.Helper()
+	sdl, err := os.ReadFile("../../graph/schema.graphqls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := gqllimit.LoadSchema("schema.graphqls", string(sdl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := storetest.NewClock(time.Now())
+	store, err := redisstore.New(redisServer.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true }),
+		&redisstore.Options{KeyPrefix: fmt.Sprintf("p%d:", prefixSeq.Add(1)), Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := limiter.New(store, limiter.WithTimeout(10*time.Second), limiter.WithLogger(slog.New(slog.DiscardHandler)))
+	p := graphqlPolicy()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	id, err := httplimit.New(httplimit.Config{Limiter: lim, HashKey: []byte("proxy-test-hash-key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, err := gqllimit.New(gqllimit.Config{Limiter: lim, Policy: p, Identity: id, Schema: schema, Refund: true, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := gl.Proxy(gqllimit.ProxyConfig{Upstream: upstreamURL, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{handler: gl.Middleware(proxy), clock: clock, gl: gl, policy: p}
+}
+
+// Proxy mode against a real upstream: the same price, charge and refund as
+// embedded, the actual cost read from the upstream's reply.
+func TestProxyChargeAndRefund(t *testing.T) {
+	up := startUpstream(t)
+	e := newProxyEnv(t, up.URL)
+	before := e.available(t)
+	r := e.post(t, `{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }`, nil, nil)
+	if r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	c := r.res.Extensions.Cost
+	must(t, c.RequestedQueryCost == 61 && c.ActualQueryCost != nil && *c.ActualQueryCost == 45, "cost %+v", c)
+	must(t, c.ThrottleStatus.CurrentlyAvailable == before-45, "currentlyAvailable %d, want %d", c.ThrottleStatus.CurrentlyAvailable, before-45)
+	must(t, strings.Contains(string(r.res.Data), `"title":"Quiet Kettle"`), "data %s", r.res.Data)
+}
+
+// Abstract selections: the proxy asks the upstream for __typename so that
+// each item is priced by its concrete type, and removes it from the reply
+// when the client did not ask for it, keeping the order of the rest.
+func TestProxyPricesConcreteTypes(t *testing.T) {
+	up := startUpstream(t)
+	e := newProxyEnv(t, up.URL)
+	// search: 10 × max(Product: 1 + reviews 5 × (1 + author 1), Review: 1 + author 1) = 10 × 11 = 110
+	q := `{ search(text: "lamp", first: 10) { ... on Product { title reviews(first: 5) { author { name } } } ... on Review { body author { name } } } }`
+	r := e.post(t, q, nil, nil)
+	if r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	must(t, strings.Contains(up.queries.Load().(string), "__costgate_typename: __typename"), "upstream query lacks the injected __typename: %s", up.queries.Load())
+	must(t, !strings.Contains(r.body, "__costgate_typename") && !strings.Contains(r.body, "__typename"), "reply leaks __typename: %s", r.body)
+	must(t, r.res.Extensions.Cost.RequestedQueryCost == 110, "requested %d, want 110", r.res.Extensions.Cost.RequestedQueryCost)
+	// Work the actual cost out from the reply: products cost 1 + reviews×2, reviews 2.
+	var data struct {
+		Search []map[string]json.RawMessage `json:"search"`
+	}
+	if err := json.Unmarshal(r.res.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	// search is a list: n × (per-item term), each item priced by its type.
+	want := int64(0)
+	for _, item := range data.Search {
+		if revs, ok := item["reviews"]; ok {
+			var rs []any
+			json.Unmarshal(revs, &rs)
+			want += 1 + 2*int64(len(rs))
+		} else {
+			want += 2
+		}
+	}
+	must(t, r.res.Extensions.Cost.ActualQueryCost != nil && *r.res.Extensions.Cost.ActualQueryCost == want, "actual %v, want %d", r.res.Extensions.Cost.ActualQueryCost, want)
+	// The client's own __typename stays.
+	r = e.post(t, `{ search(text: "lamp", first: 2) { __typename } }`, nil, nil)
+	must(t, strings.Contains(r.body, `"__typename":"Product"`) && !strings.Contains(r.body, "__costgate_typename"), "own __typename: %s", r.body)
+}
+
+// Upstream failures come back as GraphQL errors, and all but 1 of the
+// charge is refunded.
+func TestProxyUpstreamFailure(t *testing.T) {
+	up := startUpstream(t)
+	url := up.URL
+	up.Close() // nothing listens there any more
+	e := newProxyEnv(t, url)
+	before := e.available(t)
+	r := e.post(t, `{ products(first: 10) { nodes { id } } }`, nil, nil)
+	must(t, r.status == http.StatusBadGateway && r.code() == gqllimit.CodeUpstreamError, "%d %s", r.status, r.body)
+	must(t, string(r.res.Data) == "null", "data %s", r.res.Data)
+	must(t, r.res.Extensions.Cost.RequestedQueryCost == 11, "requested %d", r.res.Extensions.Cost.RequestedQueryCost)
+	must(t, e.available(t) == before-1, "bucket %d, want %d − 1 (all but 1 refunded)", e.available(t), before)
+
+	// An upstream that hangs: the timeout ends the wait, with the same answer.
+	stop := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(func() {
+		close(stop)
+		hang.Close()
+	})
+	e = newProxyEnv(t, hang.URL)
+	if r := e.post(t, `{ __typename }`, nil, nil); r.status != http.StatusBadGateway || r.code() != gqllimit.CodeUpstreamError {
+		t.Errorf("hung upstream: %d %s", r.status, r.body)
+	}
+}
+
+// The proxy validates against the upstream's schema and rejects before
+// forwarding: nothing reaches the upstream, nothing is charged.
+func TestProxyValidates(t *testing.T) {
+	up := startUpstream(t)
+	e := newProxyEnv(t, up.URL)
+	before := e.available(t)
+	r := e.post(t, `{ products { nope } }`, nil, nil)
+	must(t, r.status == 400 && r.code() == gqllimit.CodeValidationFailed, "%d %s", r.status, r.body)
+	r = e.post(t, `{ products(first: 100) { nodes { variants(first: 100) { id } } } }`, nil, nil)
+	must(t, r.status == 400 && r.code() == gqllimit.CodeMaxCostExceeded, "%d %s", r.status, r.body)
+	must(t, up.calls.Load() == 0, "the upstream got %d calls", up.calls.Load())
+	must(t, e.available(t) == before, "charged")
+}
