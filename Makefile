@@ -17,6 +17,15 @@ deps:
 			echo "the tests need redis-server: sudo apt-get install -y redis-server" >&2; exit 1; \
 		fi; \
 	fi
+	@# graph/playground's browser test drives Debian's headless chromium.
+	@if ! [ -x /usr/bin/chromium ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing chromium (apt-get)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else \
+			echo "the tests need chromium: sudo apt-get install -y chromium" >&2; exit 1; \
+		fi; \
+	fi
 
 vet:
 	$(GO) vet ./...

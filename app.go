@@ -25,6 +25,7 @@ import (
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/graph"
 	"github.com/costgate/costgate/graph/model"
+	"github.com/costgate/costgate/graph/playground"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/httplimit"
@@ -124,6 +125,10 @@ func newApp(cfg *Config, logger *slog.Logger) (*app, error) {
 	}
 	r.Use(middleware.Recoverer)
 	r.Handle(cfg.GraphQL.Path, gql)
+	// The GraphiQL playground, its assets embedded: it works with no internet.
+	pg := playground.Handler("costgate", cfg.GraphQL.Path)
+	r.Handle("/", pg)
+	r.Handle("/assets/*", pg)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

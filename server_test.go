@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/costgate/costgate/graph/playground/browsertest"
 	"github.com/costgate/costgate/limiter/redistest"
 )
 
@@ -296,4 +297,17 @@ func TestBinary(t *testing.T) {
 			t.Errorf("logs lack the shutdown:\n%s", logs.String())
 		}
 	})
+}
+
+// The playground at / in a real headless browser with the network closed:
+// it loads, runs a query against the server, and the result shows
+// extensions.cost.
+func TestPlaygroundInBrowser(t *testing.T) {
+	base := startServer(t, []string{"-addr", "127.0.0.1:0"}, nil)
+	text := browsertest.RunQuery(t, base+"/", `{ products(first: 2) { nodes { title } } }`)
+	for _, want := range []string{`"requestedQueryCost": 3`, `"actualQueryCost": 3`, `"throttleStatus"`, `"Quiet Kettle"`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the result pane lacks %s:\n%s", want, text)
+		}
+	}
 }
