@@ -158,7 +158,10 @@ func (l *Limiter) Peek(ctx context.Context, p *Policy, key string) (Decision, er
 
 func (l *Limiter) check(ctx context.Context, r Request) Decision {
 	p := r.Policy
-	start := time.Now()
+	var start time.Time
+	if l.observe != nil {
+		start = time.Now()
+	}
 	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return l.store.Take(ctx, p, r.Key, r.Cost)
 	})

@@ -42,7 +42,7 @@ type Store struct {
 	onEvict func()
 
 	mu      sync.Mutex
-	entries map[string]*entry
+	entries map[entryKey]*entry
 	expiry  expiryHeap
 
 	evictions atomic.Uint64
@@ -50,16 +50,28 @@ type Store struct {
 
 var _ limiter.Store = (*Store)(nil)
 
+// entryKey names one key's state under one policy; a struct key spares the
+// concatenation a string key would allocate on every call.
+type entryKey struct {
+	alg       limiter.Algorithm
+	name, key string
+}
+
 type entry struct {
-	key      string
+	key      entryKey
 	state    state
 	expireAt int64 // µs: the quota is full again, the state can go
-	index    int   // in the heap
+	// heapAt orders the heap: a lower bound of expireAt. A take only moves
+	// expireAt later, so takes leave the heap alone and the heap catches up
+	// when the entry reaches its top; an undo moves it earlier and fixes the
+	// heap at once.
+	heapAt int64
+	index  int // in the heap
 }
 
 // New returns a Store; opts may be nil.
 func New(opts *Options) *Store {
-	s := &Store{maxKeys: DefaultMaxKeys, clock: time.Now, entries: make(map[string]*entry)}
+	s := &Store{maxKeys: DefaultMaxKeys, clock: time.Now, entries: make(map[entryKey]*entry)}
 	if opts != nil {
 		if opts.MaxKeys > 0 {
 			s.maxKeys = opts.MaxKeys
@@ -103,7 +115,7 @@ func (s *Store) Evictions() uint64 { return s.evictions.Load() }
 
 func (s *Store) step(p *limiter.Policy, key string, cost int64, undo *limiter.Receipt) (limiter.Decision, error) {
 	pr := paramsOf(p)
-	id := string(p.Algorithm) + "\x00" + p.Name + "\x00" + key
+	id := entryKey{p.Algorithm, p.Name, key}
 	now := s.clock().UnixMicro()
 
 	s.mu.Lock()
@@ -146,7 +158,7 @@ func (s *Store) step(p *limiter.Policy, key string, cost int64, undo *limiter.Re
 
 // save stores st under id (e is its current entry or nil), or drops it when
 // ttl is 0. Called with s.mu held.
-func (s *Store) save(id string, e *entry, st state, expireAt, ttl int64) {
+func (s *Store) save(id entryKey, e *entry, st state, expireAt, ttl int64) {
 	if ttl <= 0 {
 		if e != nil {
 			heap.Remove(&s.expiry, e.index)
@@ -156,35 +168,57 @@ func (s *Store) save(id string, e *entry, st state, expireAt, ttl int64) {
 	}
 	if e != nil {
 		e.state, e.expireAt = st, expireAt
-		heap.Fix(&s.expiry, e.index)
+		if expireAt < e.heapAt {
+			e.heapAt = expireAt
+			heap.Fix(&s.expiry, e.index)
+		}
 		return
 	}
 	if len(s.entries) >= s.maxKeys {
-		victim := heap.Pop(&s.expiry).(*entry)
+		victim := s.top()
+		heap.Pop(&s.expiry)
 		delete(s.entries, victim.key)
 		s.evictions.Add(1)
 		if s.onEvict != nil {
 			s.onEvict()
 		}
 	}
-	e = &entry{key: id, state: st, expireAt: expireAt}
+	e = &entry{key: id, state: st, expireAt: expireAt, heapAt: expireAt}
 	s.entries[id] = e
 	heap.Push(&s.expiry, e)
 }
 
+// top returns the entry that is full again soonest, after bringing the
+// heap's lower bounds up to date where they lag. Called with s.mu held and
+// a non-empty heap.
+func (s *Store) top() *entry {
+	for {
+		e := s.expiry[0]
+		if e.heapAt == e.expireAt {
+			return e // its bound is exact and no other entry's can be lower
+		}
+		e.heapAt = e.expireAt
+		heap.Fix(&s.expiry, 0)
+	}
+}
+
 // sweep drops every state whose quota is full again. Called with s.mu held.
 func (s *Store) sweep(now int64) {
-	for len(s.expiry) > 0 && s.expiry[0].expireAt <= now {
-		e := heap.Pop(&s.expiry).(*entry)
+	for len(s.expiry) > 0 && s.expiry[0].heapAt <= now {
+		e := s.top()
+		if e.expireAt > now {
+			return
+		}
+		heap.Pop(&s.expiry)
 		delete(s.entries, e.key)
 	}
 }
 
-// expiryHeap orders entries by expireAt, soonest first.
+// expiryHeap orders entries by heapAt, soonest first.
 type expiryHeap []*entry
 
 func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].expireAt < h[j].expireAt }
+func (h expiryHeap) Less(i, j int) bool { return h[i].heapAt < h[j].heapAt }
 func (h expiryHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index, h[j].index = i, j

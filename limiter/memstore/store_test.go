@@ -106,3 +106,29 @@ func TestConcurrentCallersExact(t *testing.T) {
 		}
 	}
 }
+
+// Takes move a key's "full again" instant later without reordering the heap
+// at once; eviction must still pick the true closest to full.
+func TestEvictionSeesLaterTakes(t *testing.T) {
+	clock := storetest.NewClock(storetest.Base)
+	s := memstore.New(&memstore.Options{MaxKeys: 3, Clock: clock.Now})
+	p := &limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Limit: 10, Period: 10 * time.Second}
+	ctx := context.Background()
+	take := func(key string, cost int64) {
+		t.Helper()
+		if _, err := s.Take(ctx, p, key, cost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take("a", 1) // full again in 1s
+	take("b", 5) // 5s
+	take("c", 6) // 6s
+	take("a", 8) // a: now 9s; b is closest to full
+	take("d", 1)
+	for key, want := range map[string]int64{"a": 1, "b": 10, "c": 4, "d": 9} {
+		d, _ := s.Take(ctx, p, key, 0)
+		if d.Remaining != want {
+			t.Errorf("%s: remaining %d, want %d", key, d.Remaining, want)
+		}
+	}
+}
