@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+
+	"github.com/costgate/costgate/graph"
 	"github.com/costgate/costgate/graph/playground/browsertest"
 	"github.com/costgate/costgate/limiter/redistest"
 )
@@ -310,4 +315,78 @@ func TestPlaygroundInBrowser(t *testing.T) {
 			t.Errorf("the result pane lacks %s:\n%s", want, text)
 		}
 	}
+}
+
+// Shadow mode through the server: everything is served, would-be denials
+// are counted in /metrics, and no rate-limit headers are sent.
+func TestShadowModeMetrics(t *testing.T) {
+	cfgFile := filepath.Join(t.TempDir(), "shadow.yaml")
+	cfg := `
+policies:
+  api: {algorithm: token_bucket, limit: 5, period: 1h, key: [ip], mode: shadow}
+routes:
+  - {match: "/api/*", policies: [api]}
+`
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := startServer(t, []string{"-addr", "127.0.0.1:0", "-config", cfgFile}, nil)
+	for i := range 12 {
+		res, _ := get(t, base+"/api/products", nil)
+		if res.StatusCode != 200 {
+			t.Fatalf("request %d: %d in shadow mode", i, res.StatusCode)
+		}
+		for _, h := range []string{"X-RateLimit-Limit", "RateLimit", "RateLimit-Policy", "Retry-After"} {
+			if v := res.Header.Get(h); v != "" {
+				t.Fatalf("request %d: shadow mode sent %s: %s", i, h, v)
+			}
+		}
+	}
+	_, metrics := get(t, base+"/metrics", nil)
+	for _, want := range []string{
+		`costgate_decisions_total{decision="allowed",policy="api"} 5`,
+		`costgate_decisions_total{decision="shadow_denied",policy="api"} 7`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// The proxy example end to end: its config loads, and costgate in front of
+// the example upstream prices, forwards and refunds.
+func TestProxyExample(t *testing.T) {
+	up := httptest.NewServer(upstreamHandler())
+	t.Cleanup(up.Close)
+	cfg, err := LoadConfig("examples/proxy/costgate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile("examples/proxy/costgate.yaml")
+	file := filepath.Join(t.TempDir(), "costgate.yaml")
+	patched := strings.Replace(string(data), "http://127.0.0.1:9000/graphql", up.URL+"/graphql", 1)
+	schema, err := filepath.Abs(cfg.GraphQL.Schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched = strings.Replace(patched, "schema.graphqls", schema, 1)
+	if err := os.WriteFile(file, []byte(patched), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := startServer(t, []string{"-addr", "127.0.0.1:0", "-config", file}, nil)
+	req, _ := http.NewRequest("POST", base+"/graphql", strings.NewReader(`{"query":"{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", "partner-key-1")
+	res, body := do(t, req)
+	if res.StatusCode != 200 || !strings.Contains(body, `"requestedQueryCost":61,"actualQueryCost":45`) || !strings.Contains(body, `"maximumAvailable":5000`) {
+		t.Errorf("proxy: %d %s", res.StatusCode, body)
+	}
+}
+
+func upstreamHandler() http.Handler {
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop()}}))
+	srv.AddTransport(transport.POST{})
+	mux := http.NewServeMux()
+	mux.Handle("/graphql", srv)
+	return mux
 }

@@ -189,3 +189,32 @@ func TestFailClosed(t *testing.T) {
 	r := e.post(t, `{ __typename }`, nil, nil)
 	must(t, r.status == http.StatusServiceUnavailable && r.code() == gqllimit.CodeLimiterUnavailable && r.header.Get("Retry-After") == "1", "%d %s", r.status, r.body)
 }
+
+// fanOut is a document in which each fragment spreads the next one twice,
+// depth levels deep: 2^depth field selections once expanded.
+func fanOut(depth int) string {
+	var b strings.Builder
+	b.WriteString("{ products(first: 1) { nodes { ...F0 } } }\n")
+	for i := range depth {
+		fmt.Fprintf(&b, "fragment F%d on Product { id reviews(first: 10) { product { ...F%d ...F%d } } }\n", i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, "fragment F%d on Product { id }\n", depth)
+	return b.String()
+}
+
+// The fan-out document is turned away before validation by its field count,
+// in time linear in its size; with the field limit lifted it is priced,
+// linearly too, at a saturated cost and rejected as MAX_COST_EXCEEDED.
+// Nothing is charged either way.
+func TestFanOutDocument(t *testing.T) {
+	e := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.MaxDepth = 1 << 20 }})
+	before := e.available(t)
+	r := e.post(t, fanOut(30), nil, nil)
+	must(t, r.status == 400 && r.code() == gqllimit.CodeMaxFieldsExceeded, "fan-out: %d %s", r.status, r.body)
+
+	lifted := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.MaxDepth = 1 << 20; c.MaxFields = 1 << 40 }})
+	r = lifted.post(t, fanOut(30), nil, nil)
+	must(t, r.status == 400 && r.code() == gqllimit.CodeMaxCostExceeded, "fan-out with max_fields lifted: %d %s", r.status, r.body)
+	must(t, r.res.Errors[0].Extensions["cost"] == float64(1<<53-1), "cost %v, want saturated 2^53−1", r.res.Errors[0].Extensions["cost"])
+	must(t, e.available(t) == before && lifted.available(t) == before, "the fan-out was charged")
+}
