@@ -107,6 +107,7 @@ func New(cfg Config) (*Middleware, error) {
 	if cfg.APIKeyHeader == "" {
 		cfg.APIKeyHeader = "X-API-Key"
 	}
+	cfg.APIKeyHeader = http.CanonicalHeaderKey(cfg.APIKeyHeader) // once, not per request
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -157,7 +158,7 @@ type Identity struct {
 // Identify resolves a request's identity (without reading its body).
 func (m *Middleware) Identify(r *http.Request) Identity {
 	id := Identity{IP: ClientIP(r, m.cfg.TrustedProxies), Tenant: Anonymous, Plan: Anonymous}
-	if v, present := r.Header[http.CanonicalHeaderKey(m.cfg.APIKeyHeader)]; present {
+	if v, present := r.Header[m.cfg.APIKeyHeader]; present {
 		key := ""
 		if len(v) == 1 {
 			key = v[0]
