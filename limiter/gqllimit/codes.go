@@ -20,6 +20,7 @@ const (
 	CodeUnauthenticated         = "UNAUTHENTICATED"
 	CodeLimiterUnavailable      = "RATE_LIMITER_UNAVAILABLE"
 	CodeUpstreamError           = "UPSTREAM_ERROR"
+	CodeIntrospectionDisabled   = "INTROSPECTION_DISABLED"
 )
 
 // Request headers.

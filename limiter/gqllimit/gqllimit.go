@@ -53,6 +53,9 @@ type Config struct {
 	MaxBodyBytes      int64 // 1 MiB
 	// Refund gives back requested − actual after the operation ran.
 	Refund bool
+	// NoIntrospection makes the proxy refuse __schema and __type (embedded,
+	// gqlgen's own Introspection extension decides).
+	NoIntrospection bool
 	// OnCost, when set, is called with the requested and (once known) the
 	// actual cost of every priced operation, for metrics.
 	OnCost func(kind string, cost int64)

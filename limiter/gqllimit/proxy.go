@@ -84,6 +84,15 @@ func (l *Limiter) serveProxy(w http.ResponseWriter, r *http.Request, st *state, 
 		writeError(w, reject(http.StatusBadRequest, CodeValidationFailed, "no operation %q in the document", pr.params.OperationName), nil)
 		return
 	}
+	if r.Method == http.MethodGet && op.Operation != ast.Query {
+		// A mutation over GET could be triggered cross-site by a link or an image.
+		writeError(w, reject(http.StatusMethodNotAllowed, CodeBadRequest, "%s operations must be sent with POST", op.Operation), nil)
+		return
+	}
+	if l.cfg.NoIntrospection && introspects(op) {
+		writeError(w, reject(http.StatusBadRequest, CodeIntrospectionDisabled, "introspection is disabled"), nil)
+		return
+	}
 	vars, verr := validator.VariableValues(schema, op, pr.params.Variables)
 	if verr != nil {
 		writeError(w, &Error{Status: http.StatusBadRequest, Code: CodeValidationFailed, Message: parseMessage(verr)}, nil)
@@ -177,6 +186,31 @@ func (l *Limiter) forward(r *http.Request, pc ProxyConfig, p params) (*struct {
 		return nil, fmt.Errorf("status %d, neither data nor errors", res.StatusCode)
 	}
 	return &reply, nil
+}
+
+// introspects reports a root __schema or __type field, also through fragments.
+func introspects(op *ast.OperationDefinition) bool {
+	var walk func(set ast.SelectionSet) bool
+	walk = func(set ast.SelectionSet) bool {
+		for _, sel := range set {
+			switch s := sel.(type) {
+			case *ast.Field:
+				if s.Name == "__schema" || s.Name == "__type" {
+					return true
+				}
+			case *ast.InlineFragment:
+				if walk(s.SelectionSet) {
+					return true
+				}
+			case *ast.FragmentSpread:
+				if s.Definition != nil && walk(s.Definition.SelectionSet) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(op.SelectionSet)
 }
 
 // rawError keeps an upstream error as the upstream wrote it.

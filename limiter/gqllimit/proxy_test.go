@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -197,4 +198,15 @@ func TestProxyValidates(t *testing.T) {
 	must(t, r.status == 400 && r.code() == gqllimit.CodeMaxCostExceeded, "%d %s", r.status, r.body)
 	must(t, up.calls.Load() == 0, "the upstream got %d calls", up.calls.Load())
 	must(t, e.available(t) == before, "charged")
+}
+
+// The proxy refuses mutations over GET (they could be triggered cross-site).
+func TestProxyRefusesMutationsOverGET(t *testing.T) {
+	up := startUpstream(t)
+	e := newProxyEnv(t, up.URL)
+	q := url.QueryEscape(`mutation { createReview(input: {productId: "p1", rating: 5, body: "x"}) { id } }`)
+	r := e.raw(t, "GET", "/graphql?query="+q, nil, nil)
+	must(t, r.status == http.StatusMethodNotAllowed && up.calls.Load() == 0, "GET mutation: %d %s, upstream calls %d", r.status, r.body, up.calls.Load())
+	r = e.raw(t, "GET", "/graphql?query="+url.QueryEscape(`{ products(first: 1) { nodes { id } } }`), nil, nil)
+	must(t, r.status == http.StatusOK, "GET query: %d %s", r.status, r.body)
 }
