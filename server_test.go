@@ -390,3 +390,38 @@ func upstreamHandler() http.Handler {
 	mux.Handle("/graphql", srv)
 	return mux
 }
+
+// Redis through Sentinel: the server finds the master through a sentinel and
+// keeps its limits there.
+func TestServerWithSentinel(t *testing.T) {
+	master := redistest.StartServer(t)
+	sentinel := redistest.StartSentinel(t, master, "mymaster")
+	cfgFile := filepath.Join(t.TempDir(), "costgate.yaml")
+	cfg := fmt.Sprintf(`
+store:
+  redis:
+    sentinel: {master: mymaster, addrs: ["%s"]}
+identity:
+  hash_key: "a-test-secret-of-32-bytes-length"
+policies:
+  api: {algorithm: token_bucket, limit: 3, period: 1h, key: [ip]}
+routes:
+  - {match: "/api/*", policies: [api]}
+`, sentinel.Addr())
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := startServer(t, []string{"-addr", "127.0.0.1:0", "-config", cfgFile}, nil)
+	for i := range 3 {
+		if res, body := get(t, base+"/api/products", nil); res.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, res.StatusCode, body)
+		}
+	}
+	if res, _ := get(t, base+"/api/products", nil); res.StatusCode != 429 {
+		t.Errorf("4th request: %d, want 429", res.StatusCode)
+	}
+	keys, err := master.Client().Keys(context.Background(), "rl:{api:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Errorf("keys on the master: %v %v, want the one bucket", keys, err)
+	}
+}
