@@ -1,13 +1,14 @@
 -- leaky_bucket: a queue of at most cap units draining limit per period; an
 -- admitted request waits for the queue ahead of it (delay).
--- State (hash): v = queue x period, t = last time.
+-- State (a string, one GET and one SET PX): "queue x period, last time".
 local key = KEYS[1]
 local full = cap * per
 local level = 0
-local st = redis.call('HMGET', key, 'v', 't')
-if st[1] then
-  level = tonumber(st[1])
-  local last = tonumber(st[2])
+local st = redis.call('GET', key)
+if st then
+  local v, t = string.match(st, '^(%d+) (%d+)$')
+  level = tonumber(v)
+  local last = tonumber(t)
   if now < last then now = last end
   local elapsed = now - last
   if elapsed >= cdiv(level, limit) then level = 0 else level = level - elapsed * limit end
@@ -31,7 +32,10 @@ end
 
 local reset = cdiv(level, limit)
 if write then
-  if reset > 0 then redis.call('HSET', key, 'v', fmt(level), 't', fmt(now)) end
-  expire(key, reset)
+  if reset > 0 then
+    redis.call('SET', key, fmt(level) .. ' ' .. fmt(now), 'PX', fmt(cdiv(reset, 1000)))
+  else
+    redis.call('DEL', key)
+  end
 end
 return {allowed, idiv(full - level, per), retry, reset, delay, exceeds, rcost, 0, ''}

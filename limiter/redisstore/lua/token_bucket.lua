@@ -1,12 +1,13 @@
 -- token_bucket: capacity cap, refilled at limit per period, cost taken all
--- or nothing. State (hash): v = tokens x period, t = last time.
+-- or nothing. State (a string, one GET and one SET PX): "tokens x period, last time".
 local key = KEYS[1]
 local full = cap * per
 local tokens = full
-local st = redis.call('HMGET', key, 'v', 't')
-if st[1] then
-  tokens = tonumber(st[1])
-  local last = tonumber(st[2])
+local st = redis.call('GET', key)
+if st then
+  local v, t = string.match(st, '^(%d+) (%d+)$')
+  tokens = tonumber(v)
+  local last = tonumber(t)
   if now < last then now = last end
   local elapsed = now - last
   if elapsed >= cdiv(full - tokens, limit) then tokens = full else tokens = tokens + elapsed * limit end
@@ -29,7 +30,10 @@ end
 
 local reset = cdiv(full - tokens, limit)
 if write then
-  if reset > 0 then redis.call('HSET', key, 'v', fmt(tokens), 't', fmt(now)) end
-  expire(key, reset)
+  if reset > 0 then
+    redis.call('SET', key, fmt(tokens) .. ' ' .. fmt(now), 'PX', fmt(cdiv(reset, 1000)))
+  else
+    redis.call('DEL', key)
+  end
 end
 return {allowed, idiv(tokens, per), retry, reset, 0, exceeds, rcost, 0, ''}
