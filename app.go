@@ -113,7 +113,6 @@ func newApp(cfg *Config, logger *slog.Logger) (*app, error) {
 		Plans:          cfg.Plans,
 		HashKey:        hashKey,
 		Router:         r,
-		Logger:         logger,
 	})
 	if err != nil {
 		return nil, a.closeWith(err)

@@ -134,7 +134,6 @@ type state struct {
 	charged  limiter.Decision // the charge, for the refund and the headers
 	status   int              // the HTTP status the middleware must answer with
 	headers  bool             // rate-limit headers to write
-	mu       sync.Mutex
 }
 
 type stateKey struct{}

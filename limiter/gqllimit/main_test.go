@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,5 +174,3 @@ func must(t *testing.T, cond bool, format string, args ...any) {
 		t.Errorf(format, args...)
 	}
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -67,7 +67,7 @@ func (l *Limiter) Proxy(pc ProxyConfig) (http.Handler, error) {
 func (l *Limiter) serveProxy(w http.ResponseWriter, r *http.Request, st *state, pc ProxyConfig) {
 	pr := st.prepared
 	schema := l.pricing().AST()
-	if errs := validator.Validate(schema, pr.doc); len(errs) > 0 {
+	if errs := validator.ValidateWithRules(schema, pr.doc, nil); len(errs) > 0 {
 		res := response{Data: json.RawMessage("null")}
 		for _, e := range errs {
 			if e.Extensions == nil {

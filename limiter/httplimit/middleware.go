@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -79,8 +78,7 @@ type Config struct {
 	// Router, when set, resolves the chi route pattern for the `route` key part.
 	Router chi.Routes
 	// Clock returns the time for X-RateLimit-Reset (default time.Now).
-	Clock  func() time.Time
-	Logger *slog.Logger
+	Clock func() time.Time
 }
 
 // Middleware limits HTTP requests by the policies of their route.
@@ -113,9 +111,6 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
 	}
 	for name, mult := range cfg.Plans {
 		if mult < 1 {
