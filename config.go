@@ -192,7 +192,8 @@ type RouteConfig struct {
 }
 
 // GraphQLConfig is the GraphQL endpoint and its cost limits. A limit of 0
-// disables that check.
+// disables that check, but for max_tokens and max_body_bytes, which are
+// always on.
 type GraphQLConfig struct {
 	Path string `yaml:"path"`
 	// Policy is the token_bucket charged each operation's cost. A file
@@ -989,6 +990,13 @@ func (v *validator) graphql() {
 		if f.value < 0 {
 			v.fail("graphql."+f.name, "must not be negative, got %d", f.value)
 		}
+	}
+	// The parser's token limit and the body limit are always on.
+	if g.MaxTokens == 0 {
+		v.fail("graphql.max_tokens", "must be at least 1: the parser's token limit is always on")
+	}
+	if g.MaxBodyBytes == 0 {
+		v.fail("graphql.max_body_bytes", "must be at least 1: the body limit is always on")
 	}
 	switch {
 	case g.Schema != "" && g.Upstream == "":

@@ -479,6 +479,7 @@ var badConfigs = []struct {
 		`bad.yaml:4: graphql.policy: policy "g" is a sliding_window; it must be a token_bucket (refunds need one)`, ""},
 	{"graphql mode", "graphql:\n  mode: observe\n", `bad.yaml:2: graphql.mode: want enforce or measure, got "observe"`, ""},
 	{"graphql negative max_depth", "graphql:\n  max_depth: -1\n", "bad.yaml:2: graphql.max_depth: must not be negative, got -1", ""},
+	{"graphql token limit off", "graphql:\n  max_tokens: 0\n", "bad.yaml:2: graphql.max_tokens: must be at least 1: the parser's token limit is always on", ""},
 	{"graphql negative max_body_bytes", "graphql:\n  max_body_bytes: -1\n", "bad.yaml:2: graphql.max_body_bytes: must not be negative, got -1", ""},
 	{"graphql negative mutation_cost", "graphql: {mutation_cost: -10}\n", "bad.yaml:1: graphql.mutation_cost: must not be negative, got -10", ""},
 	{"schema without upstream", "graphql:\n  schema: upstream.graphql\n", "bad.yaml:1: graphql.upstream: required with graphql.schema", ""},
