@@ -134,6 +134,18 @@ type state struct {
 	charged  limiter.Decision // the charge, for the refund and the headers
 	status   int              // the HTTP status the middleware must answer with
 	headers  bool             // rate-limit headers to write
+	policy   *limiter.Policy  // the caller's bucket: Config.Policy scaled by plan
+	key      string           // and its store key, resolved once per request
+}
+
+// bucket returns the caller's policy and store key, resolving them (plan
+// scaling, the keyed hash of the identity) once for the charge and the refund.
+func (l *Limiter) bucket(st *state) (*limiter.Policy, string) {
+	if st.policy == nil {
+		st.policy = l.cfg.Identity.PolicyFor(l.cfg.Policy, st.id.Plan)
+		st.key = l.cfg.Identity.Key(l.cfg.Policy, st.id)
+	}
+	return st.policy, st.key
 }
 
 type stateKey struct{}
@@ -198,8 +210,7 @@ func (l *Limiter) admit(ctx context.Context, st *state, op *ast.OperationDefinit
 	var p *limiter.Policy
 	key := ""
 	if l.cfg.Policy != nil {
-		p = l.cfg.Identity.PolicyFor(l.cfg.Policy, st.id.Plan)
-		key = l.cfg.Identity.Key(l.cfg.Policy, st.id)
+		p, key = l.bucket(st)
 		st.stats.Limit = p.Capacity()
 		st.stats.RestoreRate = restoreRate(p)
 	}
@@ -270,8 +281,8 @@ func (l *Limiter) finish(ctx context.Context, st *state, op *ast.OperationDefini
 	if !l.cfg.Refund || !st.stats.Charged || refund <= 0 || l.cfg.Policy == nil {
 		return
 	}
-	p := l.cfg.Identity.PolicyFor(l.cfg.Policy, st.id.Plan)
-	d, err := l.cfg.Limiter.Refund(ctx, p, l.cfg.Identity.Key(l.cfg.Policy, st.id), refund)
+	p, key := l.bucket(st)
+	d, err := l.cfg.Limiter.Refund(ctx, p, key, refund)
 	if err != nil {
 		l.cfg.Logger.Warn("costgate: refund", "policy", p.Name, "err", err)
 		return

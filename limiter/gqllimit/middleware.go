@@ -146,8 +146,8 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*prepared, []
 // that guessing keys is itself limited. No state is keyed by the guess.
 func (l *Limiter) unknownKey(w http.ResponseWriter, r *http.Request, st *state) {
 	if l.cfg.Policy != nil {
-		p := l.cfg.Identity.PolicyFor(l.cfg.Policy, st.id.Plan)
-		d := l.cfg.Limiter.Allow(r.Context(), p, l.cfg.Identity.Key(l.cfg.Policy, st.id), 1)
+		p, key := l.bucket(st)
+		d := l.cfg.Limiter.Allow(r.Context(), p, key, 1)
 		st.charged, st.headers = d, p.EffectiveMode() != limiter.Shadow
 		if !d.Allowed {
 			writeError(w, &Error{Status: http.StatusTooManyRequests, Code: CodeThrottled, Message: "Throttled",
