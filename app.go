@@ -70,7 +70,11 @@ func newApp(cfg *Config, logger *slog.Logger) (*app, error) {
 		opts = append(opts, limiter.WithLocalFallback(memstore.New(nil), cfg.Store.Gateways))
 	}
 	opts = append(opts, limiter.WithTimeout(timeout), limiter.WithStoreName(a.storeName))
-	a.limiter = limiter.New(store, opts...)
+	lim, err := limiter.New(store, opts...)
+	if err != nil {
+		return nil, a.closeWith(err)
+	}
+	a.limiter = lim
 
 	hashKey := []byte(cfg.Identity.HashKey)
 	if len(hashKey) == 0 && cfg.Store.Redis != nil {

@@ -140,7 +140,10 @@ func BenchmarkLimiter(b *testing.B) {
 				p := policy(b, limiter.TokenBucket)
 				take := memstoreTake(store, p)
 				if c.limiter {
-					lim := limiter.New(store, c.opts...)
+					lim, err := limiter.New(store, c.opts...)
+					if err != nil {
+						b.Fatal(err)
+					}
 					take = func(ctx context.Context, key string) (bool, error) {
 						d := lim.Allow(ctx, p, key, 1)
 						return d.Allowed, d.Err

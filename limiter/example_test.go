@@ -15,7 +15,10 @@ func Example() {
 	if err := api.Validate(); err != nil {
 		panic(err)
 	}
-	lim := limiter.New(memstore.New(nil))
+	lim, err := limiter.New(memstore.New(nil))
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
 
 	d := lim.Allow(ctx, api, "acme", 1)

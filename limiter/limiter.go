@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -28,7 +29,7 @@ func WithLogger(l *slog.Logger) Option { return func(lim *Limiter) { lim.logger 
 // WithObserver sets a hook called once per check, after it decided (metrics).
 func WithObserver(f func(Event)) Option { return func(lim *Limiter) { lim.observe = f } }
 
-// WithTimeout bounds each store call (default 50ms). A call that timed out is
+// WithTimeout bounds each store call (default 50ms; 0 means the default). A call that timed out is
 // a store error, and may have charged.
 func WithTimeout(d time.Duration) Option { return func(lim *Limiter) { lim.timeout = d } }
 
@@ -58,16 +59,26 @@ type Limiter struct {
 	gateways  int
 }
 
-// New returns a Limiter over store.
-func New(store Store, opts ...Option) *Limiter {
+// New returns a Limiter over store. It refuses a nil store, and a negative
+// timeout (a zero one means DefaultTimeout).
+func New(store Store, opts ...Option) (*Limiter, error) {
+	if store == nil {
+		return nil, ErrNilStore
+	}
 	l := &Limiter{store: store, storeName: "store", timeout: DefaultTimeout, gateways: 1}
 	for _, opt := range opts {
 		opt(l)
 	}
+	switch {
+	case l.timeout < 0:
+		return nil, &FieldError{Field: "WithTimeout", Reason: "must not be negative, got " + l.timeout.String()}
+	case l.timeout == 0:
+		l.timeout = DefaultTimeout
+	}
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
-	return l
+	return l, nil
 }
 
 // Request is one policy applied to one key at one cost.
@@ -166,7 +177,13 @@ func (l *Limiter) check(ctx context.Context, r Request) Decision {
 		return l.store.Take(ctx, p, r.Key, r.Cost)
 	})
 	d.Policy, d.Cost = p, r.Cost
+	var perr *PolicyError
 	switch {
+	case errors.As(err, &perr):
+		// A policy no store can apply is a programming error, never a
+		// reason to let traffic through: it denies whatever on_store_error says.
+		d = Decision{Policy: p, Cost: r.Cost, Limit: p.Capacity(), Err: err, Outcome: ErrorDenied}
+		l.logger.Error("rate limit policy is invalid; denying", "policy", p.Name, "err", err)
 	case err != nil:
 		d = l.onStoreError(ctx, r, err)
 	case d.Allowed:

@@ -43,7 +43,7 @@ func policy(t *testing.T, p limiter.Policy) *limiter.Policy {
 }
 
 func TestEveryRequestCostsAtLeastOne(t *testing.T) {
-	lim := limiter.New(memstore.New(nil))
+	lim := newLimiter(t, memstore.New(nil))
 	p := policy(t, limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 2, Period: time.Hour})
 	for i, cost := range []int64{0, -7} {
 		d := lim.Allow(context.Background(), p, "k", cost)
@@ -60,7 +60,7 @@ func TestOutcomesAndObserver(t *testing.T) {
 	var ev events
 	clock := storetest.NewClock(storetest.Base)
 	store := memstore.New(&memstore.Options{Clock: clock.Now})
-	lim := limiter.New(store, limiter.WithObserver(ev.observe), limiter.WithStoreName("memory"))
+	lim := newLimiter(t, store, limiter.WithObserver(ev.observe), limiter.WithStoreName("memory"))
 	p := policy(t, limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Limit: 1, Period: time.Hour})
 	ctx := context.Background()
 	if d := lim.Allow(ctx, p, "k", 1); !d.Allowed || d.Outcome != limiter.Allowed {
@@ -87,7 +87,7 @@ func TestOutcomesAndObserver(t *testing.T) {
 // and, like every denial, consumes nothing.
 func TestShadowMode(t *testing.T) {
 	var ev events
-	lim := limiter.New(memstore.New(nil), limiter.WithObserver(ev.observe), limiter.WithLogger(discard))
+	lim := newLimiter(t, memstore.New(nil), limiter.WithObserver(ev.observe), limiter.WithLogger(discard))
 	p := policy(t, limiter.Policy{Name: "p", Algorithm: limiter.SlidingLog, Limit: 2, Period: time.Hour, Mode: limiter.Shadow})
 	ctx := context.Background()
 	for range 5 {
@@ -110,7 +110,7 @@ func TestShadowMode(t *testing.T) {
 func TestAllowAllUndoesEarlierCharges(t *testing.T) {
 	for _, alg := range limiter.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
-			lim := limiter.New(memstore.New(nil))
+			lim := newLimiter(t, memstore.New(nil))
 			first := policy(t, limiter.Policy{Name: "first", Algorithm: alg, Limit: 10, Period: time.Hour})
 			second := policy(t, limiter.Policy{Name: "second", Algorithm: limiter.FixedWindow, Limit: 3, Period: time.Hour})
 			ctx := context.Background()
@@ -139,7 +139,7 @@ func TestAllowAllUndoesEarlierCharges(t *testing.T) {
 }
 
 func TestRefund(t *testing.T) {
-	lim := limiter.New(memstore.New(nil))
+	lim := newLimiter(t, memstore.New(nil))
 	ctx := context.Background()
 	p := policy(t, limiter.Policy{Name: "gql", Algorithm: limiter.TokenBucket, Limit: 50, Period: time.Second, Burst: 1000})
 	if d := lim.Allow(ctx, p, "k", 61); d.Remaining != 939 {
@@ -170,4 +170,35 @@ func equal[T comparable](a, b []T) bool {
 		}
 	}
 	return true
+}
+
+func newLimiter(t *testing.T, store limiter.Store, opts ...limiter.Option) *limiter.Limiter {
+	t.Helper()
+	lim, err := limiter.New(store, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
+}
+
+// A policy that skipped Validate and names no algorithm a store knows is a
+// programming error: it must deny, not fail open through on_store_error: allow.
+func TestInvalidPolicyDeniesWhateverItsFailMode(t *testing.T) {
+	lim := newLimiter(t, memstore.New(nil), limiter.WithLogger(discard))
+	p := &limiter.Policy{Name: "typo", Algorithm: "tokenbucket", Limit: 10, Period: time.Second, OnStoreError: limiter.FailAllow}
+	d := lim.Allow(context.Background(), p, "k", 1)
+	var pe *limiter.PolicyError
+	if d.Allowed || d.Outcome != limiter.ErrorDenied || !errors.As(d.Err, &pe) || pe.Field != "algorithm" {
+		t.Errorf("Allow = allowed %v, outcome %s, err %v; want denied, error_denied, a PolicyError on algorithm", d.Allowed, d.Outcome, d.Err)
+	}
+}
+
+func TestNewRefusesWhatCannotWork(t *testing.T) {
+	if _, err := limiter.New(nil); !errors.Is(err, limiter.ErrNilStore) {
+		t.Errorf("New(nil) error = %v, want ErrNilStore", err)
+	}
+	var fe *limiter.FieldError
+	if _, err := limiter.New(memstore.New(nil), limiter.WithTimeout(-time.Second)); !errors.As(err, &fe) || fe.Field != "WithTimeout" {
+		t.Errorf("New with a negative timeout: error = %v, want a FieldError on WithTimeout", err)
+	}
 }

@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"time"
@@ -99,13 +98,18 @@ func (p *Policy) WindowOffset(key string) int64 {
 	return int64(h.Sum64() % uint64(p.PeriodMicros()))
 }
 
-// Validate checks the policy and fills nothing in; the error names the field.
+// Validate checks the policy and fills nothing in. The error is a
+// *PolicyError naming the field.
 func (p *Policy) Validate() error {
-	if p.Name == "" {
-		return errors.New("policy: name is empty")
-	}
 	field := func(name, format string, args ...any) error {
-		return fmt.Errorf("policy %q: %s: %s", p.Name, name, fmt.Sprintf(format, args...))
+		return &PolicyError{Policy: p.Name, Field: name, Reason: fmt.Sprintf(format, args...)}
+	}
+	if p.Name == "" {
+		return field("name", "is empty")
+	}
+	if !ValidName(p.Name) {
+		// The name goes into store keys, headers and metric labels.
+		return field("name", "letters, digits, '_', '-' and '.' only, got %q", p.Name)
 	}
 	switch p.Algorithm {
 	case TokenBucket, SlidingLog, SlidingWindow, FixedWindow, LeakyBucket:
@@ -133,7 +137,18 @@ func (p *Policy) Validate() error {
 	if p.Burst != 0 && !p.IsBucket() {
 		return field("burst", "only token_bucket and leaky_bucket take a burst (%s does not)", p.Algorithm)
 	}
-	// Burst 0 means "default to limit"; an explicit burst must admit a cost of 1.
+	// Key is read by the doors that build store keys from it (httplimit,
+	// gqllimit), which refuse an empty one; here only its form is checked.
+	for i, part := range p.Key {
+		if part == "" {
+			return field("key", "part %d is empty", i)
+		}
+		for _, earlier := range p.Key[:i] {
+			if earlier == part {
+				return field("key", "key part %q repeated", part)
+			}
+		}
+	}
 	switch p.Mode {
 	case "", Enforce, Shadow:
 	default:
@@ -157,6 +172,21 @@ func (p *Policy) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ValidName reports whether s can name a policy: letters, digits, '_', '-'
+// and '.', since names go into store keys, headers and metric labels.
+func ValidName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // EffectiveMode returns the mode with its default applied.

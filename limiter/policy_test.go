@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,7 +18,9 @@ func TestPolicyValidate(t *testing.T) {
 		want   string // "" for valid
 	}{
 		{"valid", func(p *limiter.Policy) {}, ""},
-		{"no name", func(p *limiter.Policy) { p.Name = "" }, "name is empty"},
+		{"no name", func(p *limiter.Policy) { p.Name = "" }, "name: is empty"},
+		{"name with a space", func(p *limiter.Policy) { p.Name = "my api" }, "letters, digits"},
+		{"repeated key part", func(p *limiter.Policy) { p.Key = []string{"ip", "ip"} }, `key part "ip" repeated`},
 		{"no algorithm", func(p *limiter.Policy) { p.Algorithm = "" }, `algorithm: missing`},
 		{"unknown algorithm", func(p *limiter.Policy) { p.Algorithm = "gcra" }, `unknown algorithm "gcra"`},
 		{"zero limit", func(p *limiter.Policy) { p.Limit = 0 }, "limit: must be at least 1, got 0"},
@@ -89,5 +92,18 @@ func TestWindowOffsetsSpread(t *testing.T) {
 		if c < 800 || c > 1200 { // 1000 expected in each tenth
 			t.Errorf("tenth %d of the period holds %d of 10000 offsets, want about 1000", i, c)
 		}
+	}
+}
+
+// Callers map a refused field onto their own names (the config onto
+// policies.NAME.FIELD) through the typed error, never its text.
+func TestPolicyErrorIsTyped(t *testing.T) {
+	p := limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 0, Period: time.Minute}
+	var pe *limiter.PolicyError
+	if err := p.Validate(); !errors.As(err, &pe) {
+		t.Fatalf("Validate() = %v, want a *PolicyError", err)
+	}
+	if pe.Policy != "api" || pe.Field != "limit" {
+		t.Errorf("PolicyError = %+v, want policy api, field limit", pe)
 	}
 }

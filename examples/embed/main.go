@@ -28,7 +28,10 @@ func main() {
 	addr := flag.String("addr", ":8082", "listen address")
 	flag.Parse()
 
-	lim := limiter.New(memstore.New(nil))
+	lim, err := limiter.New(memstore.New(nil))
+	if err != nil {
+		log.Fatal(err)
+	}
 	// 50 cost units a second per caller, 1000 at once; refunds need a token bucket.
 	policy := &limiter.Policy{Name: "graphql", Algorithm: limiter.TokenBucket, Limit: 50, Period: time.Second, Burst: 1000,
 		Key: []string{httplimit.PartTenant, httplimit.PartAPIKey}}

@@ -55,9 +55,13 @@ func main() {
 	if err := perKey.Validate(); err != nil {
 		log.Fatal(err)
 	}
+	lim, err := limiter.New(store, limiter.WithLogger(slog.Default()))
+	if err != nil {
+		log.Fatal(err)
+	}
 	r := chi.NewRouter()
 	mw, err := httplimit.New(httplimit.Config{
-		Limiter: limiter.New(store, limiter.WithLogger(slog.Default())),
+		Limiter: lim,
 		Routes:  []httplimit.Route{{Path: "/v1/", Prefix: true, Pattern: "/v1/*", Policies: []*limiter.Policy{perKey}}},
 		APIKeys: map[string]httplimit.APIKey{"key-123": {Tenant: "example", Plan: "free"}},
 		HashKey: hashKey,

@@ -79,7 +79,10 @@ func newProxyEnv(t *testing.T, upstreamURL string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := limiter.New(store, limiter.WithTimeout(10*time.Second), limiter.WithLogger(slog.New(slog.DiscardHandler)))
+	lim, err := limiter.New(store, limiter.WithTimeout(10*time.Second), limiter.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := graphqlPolicy()
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)

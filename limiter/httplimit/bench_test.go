@@ -24,9 +24,13 @@ func BenchmarkMiddleware(b *testing.B) {
 
 	p := &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second,
 		Key: []string{httplimit.PartTenant, httplimit.PartAPIKey}}
+	lim, err := limiter.New(memstore.New(nil))
+	if err != nil {
+		b.Fatal(err)
+	}
 	limited := chi.NewRouter()
 	mw, err := httplimit.New(httplimit.Config{
-		Limiter: limiter.New(memstore.New(nil)),
+		Limiter: lim,
 		Routes:  []httplimit.Route{{Path: "/api/", Prefix: true, Pattern: "/api/*", Policies: []*limiter.Policy{p}}},
 		APIKeys: map[string]httplimit.APIKey{"k": {Tenant: "t", Plan: "free"}},
 		HashKey: []byte("bench"),

@@ -105,8 +105,11 @@ func newTestServer(t *testing.T, o serverOpts) *testServer {
 	ev := &eventLog{}
 	// A generous store timeout: these tests are about decisions, and a busy
 	// machine running -race must not turn them into fail-open store errors.
-	lim := limiter.New(store, limiter.WithObserver(ev.observe), limiter.WithLogger(slog.New(slog.DiscardHandler)),
+	lim, err := limiter.New(store, limiter.WithObserver(ev.observe), limiter.WithLogger(slog.New(slog.DiscardHandler)),
 		limiter.WithTimeout(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
 	routes := o.routes
 	if routes == nil {
 		routes = []httplimit.Route{

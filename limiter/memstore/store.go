@@ -139,7 +139,7 @@ func (s *Store) step(p *limiter.Policy, key string, cost int64, undo *limiter.Re
 	case limiter.FixedWindow:
 		r = fixedWindow(pr, st, now, cost, p.WindowOffset(key), undo)
 	default:
-		return limiter.Decision{}, fmt.Errorf("memstore: unknown algorithm %q", p.Algorithm)
+		return limiter.Decision{}, &limiter.PolicyError{Policy: p.Name, Field: "algorithm", Reason: fmt.Sprintf("unknown algorithm %q", p.Algorithm)}
 	}
 	if r.write {
 		s.save(id, e, r.newState, max(now, r.newState.last)+r.ttl, r.ttl)

@@ -23,10 +23,13 @@ func TestStoreFailures(t *testing.T) {
 	client := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 	store := newStore(t, client, newPrefix(t), nil)
 	const timeout = 50 * time.Millisecond
-	lim := limiter.New(store,
+	lim, err := limiter.New(store,
 		limiter.WithTimeout(timeout),
 		limiter.WithLocalFallback(memstore.New(nil), 2),
 		limiter.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	pol := func(name string, fail limiter.FailMode, mode limiter.Mode) *limiter.Policy {
 		return mustValidate(t, &limiter.Policy{Name: name, Algorithm: limiter.SlidingLog, Limit: 10, Period: time.Hour, OnStoreError: fail, Mode: mode})
 	}

@@ -69,7 +69,11 @@ func fire(t *testing.T, stores []limiter.Store, p *limiter.Policy, key string, n
 	t.Helper()
 	limiters := make([]*limiter.Limiter, len(stores))
 	for i, s := range stores {
-		limiters[i] = limiter.New(s, limiter.WithTimeout(10*time.Second))
+		lim, err := limiter.New(s, limiter.WithTimeout(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		limiters[i] = lim
 	}
 	var (
 		allowed atomic.Int64
@@ -188,7 +192,11 @@ func runChild() int {
 	}
 	n, _ := strconv.Atoi(os.Getenv("CHILD_REQUESTS"))
 	release, _ := strconv.ParseInt(os.Getenv("CHILD_RELEASE"), 10, 64)
-	lim := limiter.New(s, limiter.WithTimeout(10*time.Second))
+	lim, err := limiter.New(s, limiter.WithTimeout(10*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
 	// Warm the pool so the burst is not serialized behind connection setup.
 	if err := client.Ping(context.Background()).Err(); err != nil {
 		fmt.Println(err)

@@ -155,7 +155,7 @@ func (s *Store) Undo(ctx context.Context, p *limiter.Policy, key string, r limit
 func (s *Store) run(ctx context.Context, p *limiter.Policy, key string, cost int64, op string, r limiter.Receipt) (limiter.Decision, error) {
 	sc := s.scripts[p.Algorithm]
 	if sc == nil {
-		return limiter.Decision{}, fmt.Errorf("redisstore: unknown algorithm %q", p.Algorithm)
+		return limiter.Decision{}, &limiter.PolicyError{Policy: p.Name, Field: "algorithm", Reason: fmt.Sprintf("unknown algorithm %q", p.Algorithm)}
 	}
 	now := ""
 	if s.clock != nil {
