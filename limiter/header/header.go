@@ -1,4 +1,8 @@
-package httplimit
+// Package header writes the rate-limit response headers that every door of
+// costgate sends, allowed or denied: X-RateLimit-Limit, -Remaining, -Reset,
+// and the IETF draft's RateLimit-Policy and RateLimit, one item per applied
+// policy.
+package header
 
 import (
 	"math"
@@ -11,13 +15,21 @@ import (
 
 // Header names, set on every limited response, allowed or denied.
 const (
-	HeaderLimit      = "X-RateLimit-Limit"
-	HeaderRemaining  = "X-RateLimit-Remaining"
-	HeaderReset      = "X-RateLimit-Reset"
-	HeaderPolicy     = "RateLimit-Policy" // IETF draft: one item per applied policy
-	HeaderRateLimit  = "RateLimit"        // IETF draft: same items, same order
-	HeaderRetryAfter = "Retry-After"
+	Limit      = "X-RateLimit-Limit"
+	Remaining  = "X-RateLimit-Remaining"
+	Reset      = "X-RateLimit-Reset"
+	Policy     = "RateLimit-Policy" // IETF draft: one item per applied policy
+	RateLimit  = "RateLimit"        // IETF draft: same items, same order
+	RetryAfter = "Retry-After"
 )
+
+// Exposed lists the headers a browser client on another origin needs
+// exposed (Access-Control-Expose-Headers) to read its limits.
+var Exposed = []string{Limit, Remaining, Reset, Policy, RateLimit, RetryAfter}
+
+// UnavailableRetryAfter is the Retry-After, in seconds, of a 503 answered
+// because the store is down and the policy fails closed.
+const UnavailableRetryAfter = 1
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
@@ -49,19 +61,19 @@ func Window(p *limiter.Policy) (q, w int64) {
 
 // Canonical forms of the header names, so that setting them allocates nothing.
 var (
-	keyLimit     = http.CanonicalHeaderKey(HeaderLimit)
-	keyRemaining = http.CanonicalHeaderKey(HeaderRemaining)
-	keyReset     = http.CanonicalHeaderKey(HeaderReset)
-	keyPolicy    = http.CanonicalHeaderKey(HeaderPolicy)
-	keyRateLimit = http.CanonicalHeaderKey(HeaderRateLimit)
+	keyLimit     = http.CanonicalHeaderKey(Limit)
+	keyRemaining = http.CanonicalHeaderKey(Remaining)
+	keyReset     = http.CanonicalHeaderKey(Reset)
+	keyPolicy    = http.CanonicalHeaderKey(Policy)
+	keyRateLimit = http.CanonicalHeaderKey(RateLimit)
 )
 
-// SetHeaders writes the rate-limit headers for the decisions of one request
+// Set writes the rate-limit headers for the decisions of one request
 // (the policies applied, in config order). Decisions of shadow-mode
 // policies, and decisions made without the store, are left out; with none
 // left no header is written. X-RateLimit-* describe the decision with the
 // smallest remaining (ties: the first).
-func SetHeaders(h http.Header, now time.Time, decisions []limiter.Decision) {
+func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 	var (
 		policy, state []byte
 		pick          *limiter.Decision

@@ -1,0 +1,34 @@
+package identity
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"hash"
+	"sync"
+)
+
+// hasher turns identities into store key parts with a keyed hash, so that no
+// API key, address or username reaches the store in the clear. Keyed HMAC
+// states are pooled: hmac.New costs more than hashing a short value.
+type hasher struct{ pool *sync.Pool }
+
+func newHasher(key []byte) hasher {
+	key = bytes.Clone(key)
+	return hasher{pool: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+}
+
+// hash is base64url of the first 128 bits of HMAC(part NUL value): the part
+// names the domain, so an address and a username with the same text differ.
+func (h hasher) hash(part, value string) string {
+	m := h.pool.Get().(hash.Hash)
+	m.Reset()
+	m.Write([]byte(part))
+	m.Write([]byte{0})
+	m.Write([]byte(value))
+	var sum [sha256.Size]byte
+	out := base64.RawURLEncoding.EncodeToString(m.Sum(sum[:0])[:16])
+	h.pool.Put(m)
+	return out
+}
