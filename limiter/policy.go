@@ -141,11 +141,11 @@ func (p *Policy) Validate() error {
 	// gqllimit), which refuse an empty one; here only its form is checked.
 	for i, part := range p.Key {
 		if part == "" {
-			return field("key", "part %d is empty", i)
+			return field(fmt.Sprintf("key[%d]", i), "empty key part")
 		}
 		for _, earlier := range p.Key[:i] {
 			if earlier == part {
-				return field("key", "key part %q repeated", part)
+				return field(fmt.Sprintf("key[%d]", i), "key part %q repeated", part)
 			}
 		}
 	}

@@ -20,7 +20,7 @@ func TestPolicyValidate(t *testing.T) {
 		{"valid", func(p *limiter.Policy) {}, ""},
 		{"no name", func(p *limiter.Policy) { p.Name = "" }, "name: is empty"},
 		{"name with a space", func(p *limiter.Policy) { p.Name = "my api" }, "letters, digits"},
-		{"repeated key part", func(p *limiter.Policy) { p.Key = []string{"ip", "ip"} }, `key part "ip" repeated`},
+		{"repeated key part", func(p *limiter.Policy) { p.Key = []string{"ip", "ip"} }, `key[1]: key part "ip" repeated`},
 		{"no algorithm", func(p *limiter.Policy) { p.Algorithm = "" }, `algorithm: missing`},
 		{"unknown algorithm", func(p *limiter.Policy) { p.Algorithm = "gcra" }, `unknown algorithm "gcra"`},
 		{"zero limit", func(p *limiter.Policy) { p.Limit = 0 }, "limit: must be at least 1, got 0"},

@@ -21,6 +21,8 @@ const (
 	CodeLimiterUnavailable      = "RATE_LIMITER_UNAVAILABLE"
 	CodeUpstreamError           = "UPSTREAM_ERROR"
 	CodeIntrospectionDisabled   = "INTROSPECTION_DISABLED"
+	CodeIdentityUnavailable     = "IDENTITY_UNAVAILABLE"
+	CodeInternal                = "INTERNAL"
 )
 
 // Request headers.

@@ -5,8 +5,9 @@
 //
 // # Pieces
 //
-// A [Limiter] has three faces. [Limiter.Middleware] wraps the GraphQL
-// handler: it enforces the body size, refuses batches, parses with the
+// [Limiter.Handler] serves a gqlgen server behind the limit: it installs
+// the extension and wraps the server in the middleware. The two halves:
+// [Limiter.Middleware] wraps the GraphQL handler: it enforces the body size, refuses batches, parses with the
 // token limit and checks depth, aliases and field count before validation
 // (gqlparser's overlapping-fields rule is quadratic; these checks are
 // linear), and turns the limiter's decisions into HTTP statuses and
@@ -14,8 +15,18 @@
 // [Limiter.Extension] is the gqlgen extension: after validation it prices
 // the operation, rejects it over max_cost or the bucket's capacity, charges
 // it, and after execution prices what the response holds and refunds the
-// difference. [Limiter.Proxy] does the same in front of any GraphQL upstream,
-// with the upstream's SDL ([LoadSchema]).
+// difference. Package gqlproxy does the same in front of any GraphQL
+// upstream, with the upstream's SDL ([LoadSchema]), through [Limiter.Admit]
+// and [Limiter.Finish].
+//
+// # Who pays
+//
+// The caller is worked out by an identity.Resolver shared with the other
+// doors: an identity resolved by httplimit earlier in the chain is read back
+// from the context, not worked out again. [New] refuses a setup that would
+// charge nothing (no policy, a policy that is not a token_bucket or has no
+// key), and the middleware refuses to serve a gqlgen server that does not
+// run the extension.
 //
 // # Answers
 //

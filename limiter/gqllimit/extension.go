@@ -34,6 +34,7 @@ func (extension) ExtensionName() string { return "CostgateLimit" }
 func (e extension) Validate(schema graphql.ExecutableSchema) error {
 	e.l.mu.Lock()
 	defer e.l.mu.Unlock()
+	e.l.installed.Store(true)
 	if e.l.schema != nil {
 		return nil
 	}
@@ -54,7 +55,6 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	if rerr == nil {
 		return nil
 	}
-	st.status = rerr.Status
 	return rerr.gqlError()
 }
 

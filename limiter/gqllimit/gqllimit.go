@@ -8,13 +8,16 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/header"
+	"github.com/costgate/costgate/limiter/identity"
 )
 
 // Mode says whether cost limits are enforced.
@@ -29,83 +32,158 @@ const (
 	Measure Mode = "measure"
 )
 
-// Config configures a Limiter. Zero limits take the defaults shown.
+// Defaults of Config's limits, taken when a field is zero.
+const (
+	DefaultMaxCost      = 1000
+	DefaultMaxDepth     = 15
+	DefaultMaxAliases   = 30
+	DefaultMaxFields    = 1000
+	DefaultMaxTokens    = 15000
+	DefaultMaxBodyBytes = 1 << 20
+)
+
+// Config configures a Limiter. Limiter, Policy and Identity are required;
+// the zero value of every other field takes the default its comment gives
+// (a negative limit is refused).
 type Config struct {
 	// Limiter and Policy charge operations; Policy must be a token_bucket
-	// (refunds need one). Without a Policy, operations are priced and
-	// checked against the static limits only.
+	// (refunds need one).
 	Limiter *limiter.Limiter
 	Policy  *limiter.Policy
-	// Identity resolves who is charged (API key, tenant, plan, client IP) and
-	// the store key, as the REST routes do. Required.
-	Identity *httplimit.Middleware
+	// Identity says who is charged (API key, tenant, plan, client address)
+	// and builds the store key. It may be shared with httplimit: an
+	// identity resolved by one door is reused by the next.
+	Identity *identity.Resolver
 	// Schema prices operations. In proxy mode it is the upstream's; embedded
 	// in gqlgen it may be nil: the extension builds it from gqlgen's schema
 	// with ComplexityOptions.
 	Schema            *complexity.Schema
 	ComplexityOptions []complexity.Option
-	Mode              Mode
-	MaxCost           int64 // 1000
-	MaxDepth          int   // 15
-	MaxAliases        int   // 30
-	MaxFields         int   // 1000
-	MaxTokens         int   // 15000
-	MaxBodyBytes      int64 // 1 MiB
-	// Refund gives back requested − actual after the operation ran.
-	Refund bool
-	// NoIntrospection makes the proxy refuse __schema and __type (embedded,
-	// gqlgen's own Introspection extension decides).
-	NoIntrospection bool
+	Limits
 	// OnCost, when set, is called with the requested and (once known) the
 	// actual cost of every priced operation, for metrics.
 	OnCost func(kind string, cost int64)
+	// Clock is the time for resetAt and X-RateLimit-Reset (default time.Now).
 	Clock  func() time.Time
-	Logger *slog.Logger
+	Logger *slog.Logger // default slog.Default()
 }
 
-// Limiter prices, charges and refunds GraphQL operations. Its Middleware
-// wraps the GraphQL handler; its Extension plugs into gqlgen; Proxy serves
-// an upstream.
+// Limits are the static limits and the mode. The zero value of each takes
+// its default; a negative one is refused.
+type Limits struct {
+	// Mode is Enforce (default) or Measure.
+	Mode         Mode
+	MaxCost      int64 // default 1000
+	MaxDepth     int   // default 15
+	MaxAliases   int   // default 30
+	MaxFields    int   // default 1000: fields selected, fragments expanded
+	MaxTokens    int   // default 15000: the parser's token limit
+	MaxBodyBytes int64 // default 1 MiB
+	// NoRefund keeps what was charged even when the operation returned less
+	// than it asked for (by default requested − actual is refunded).
+	NoRefund bool
+	// NoIntrospection makes the proxy refuse __schema and __type (embedded,
+	// gqlgen's own Introspection extension decides).
+	NoIntrospection bool
+}
+
+// Validate reports every problem of c, joined, as *limiter.FieldError values.
+func (c *Limits) Validate() error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, &limiter.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	switch c.Mode {
+	case "", Enforce, Measure:
+	default:
+		fail("Mode", "unknown mode %q (enforce or measure)", c.Mode)
+	}
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{
+		{"MaxCost", c.MaxCost}, {"MaxDepth", int64(c.MaxDepth)}, {"MaxAliases", int64(c.MaxAliases)},
+		{"MaxFields", int64(c.MaxFields)}, {"MaxTokens", int64(c.MaxTokens)}, {"MaxBodyBytes", c.MaxBodyBytes},
+	} {
+		if f.value < 0 {
+			fail(f.name, "must not be negative, got %d (0 takes the default)", f.value)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckPolicy reports whether p can charge GraphQL operations: a
+// token_bucket, since refunds need one. The error is a *limiter.PolicyError.
+func CheckPolicy(p *limiter.Policy) error {
+	if p.Algorithm != limiter.TokenBucket {
+		return &limiter.PolicyError{Policy: p.Name, Field: "algorithm",
+			Reason: fmt.Sprintf("%s; GraphQL needs a token_bucket (refunds need one)", p.Algorithm)}
+	}
+	return nil
+}
+
+// Validate reports every problem of c, joined: each is a *limiter.FieldError
+// naming the field, or the *limiter.PolicyError of Policy.
+func (c *Config) Validate() error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, &limiter.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	if c.Limiter == nil {
+		fail("Limiter", "required")
+	}
+	if c.Identity == nil {
+		fail("Identity", "required: it says who pays (identity.New)")
+	}
+	if c.Policy == nil {
+		fail("Policy", "required: without a policy no operation is charged, and GraphQL is not limited")
+	} else if err := CheckPolicy(c.Policy); err != nil {
+		errs = append(errs, err)
+	} else if c.Identity != nil {
+		if err := c.Identity.CheckPolicy(c.Policy); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Limiter prices, charges and refunds GraphQL operations. [Limiter.Handler]
+// serves a gqlgen server behind it; [Limiter.Middleware] and
+// [Limiter.Extension] are its two halves; package gqlproxy serves any
+// upstream through it.
 type Limiter struct {
-	cfg    Config
-	mu     sync.RWMutex
-	schema *complexity.Schema
+	cfg       Config
+	mu        sync.RWMutex
+	schema    *complexity.Schema
+	installed atomic.Bool // the extension was added to a gqlgen server
+	executor  atomic.Bool // a handler of costgate's own (gqlproxy) admits operations
 }
 
 // New checks cfg and returns a Limiter.
 func New(cfg Config) (*Limiter, error) {
-	if cfg.Identity == nil {
-		return nil, errors.New("gqllimit: Config.Identity is required")
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("gqllimit: %w", err)
 	}
-	if cfg.Policy != nil {
-		if cfg.Limiter == nil {
-			return nil, errors.New("gqllimit: Config.Limiter is required with a Policy")
-		}
-		if cfg.Policy.Algorithm != limiter.TokenBucket {
-			return nil, fmt.Errorf("gqllimit: policy %q is a %s; GraphQL needs a token_bucket (refunds need one)", cfg.Policy.Name, cfg.Policy.Algorithm)
-		}
-	}
-	switch cfg.Mode {
-	case "":
+	if cfg.Mode == "" {
 		cfg.Mode = Enforce
-	case Enforce, Measure:
-	default:
-		return nil, fmt.Errorf("gqllimit: unknown mode %q (enforce or measure)", cfg.Mode)
 	}
 	def := func(v *int, d int) {
-		if *v <= 0 {
+		if *v == 0 {
 			*v = d
 		}
 	}
-	if cfg.MaxCost <= 0 {
-		cfg.MaxCost = 1000
+	if cfg.MaxCost == 0 {
+		cfg.MaxCost = DefaultMaxCost
 	}
-	def(&cfg.MaxDepth, 15)
-	def(&cfg.MaxAliases, 30)
-	def(&cfg.MaxFields, 1000)
-	def(&cfg.MaxTokens, 15000)
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 1 << 20
+	def(&cfg.MaxDepth, DefaultMaxDepth)
+	def(&cfg.MaxAliases, DefaultMaxAliases)
+	def(&cfg.MaxFields, DefaultMaxFields)
+	def(&cfg.MaxTokens, DefaultMaxTokens)
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -116,6 +194,20 @@ func New(cfg Config) (*Limiter, error) {
 	return &Limiter{cfg: cfg, schema: cfg.Schema}, nil
 }
 
+// Handler installs the extension in srv and returns srv wrapped in the
+// middleware: the whole cost limit, nothing to forget.
+func (l *Limiter) Handler(srv *handler.Server) http.Handler {
+	srv.Use(l.Extension())
+	return l.Middleware(srv)
+}
+
+// Config returns the configuration in effect, defaults applied.
+func (l *Limiter) Config() Config { return l.cfg }
+
+// MarkExecutor is called by a handler of costgate's own that admits
+// operations itself through Admit (gqlproxy), in place of the extension.
+func (l *Limiter) MarkExecutor() { l.executor.Store(true) }
+
 func (l *Limiter) pricing() *complexity.Schema {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -125,8 +217,8 @@ func (l *Limiter) pricing() *complexity.Schema {
 // state is one request's limiting state, shared by the middleware and the
 // extension through the request context.
 type state struct {
-	prepared *prepared // the request as the middleware read it
-	id       httplimit.Identity
+	op       *Operation // the request as the middleware read it
+	id       *identity.Identity
 	dryRun   bool
 	debug    bool
 	priced   bool
@@ -174,12 +266,21 @@ func reject(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// errDryRun stops execution of a dry run; it never reaches the client.
-var errDryRun = &Error{Status: http.StatusOK, Code: "COSTGATE_DRY_RUN", Message: "dry run: priced, nothing executed"}
+// ErrDryRun is what Admit returns for a dry run: priced, nothing charged,
+// nothing to execute. It never reaches the client as an error.
+var ErrDryRun = &Error{Status: http.StatusOK, Code: "COSTGATE_DRY_RUN", Message: "dry run: priced, nothing executed"}
 
 // admit prices a validated operation and charges it. It returns nil when
-// the operation may run, errDryRun for a dry run, or the rejection.
+// the operation may run, ErrDryRun for a dry run, or the rejection.
 func (l *Limiter) admit(ctx context.Context, st *state, op *ast.OperationDefinition, vars map[string]any) *Error {
+	rerr := l.price(ctx, st, op, vars)
+	if rerr != nil && rerr != ErrDryRun {
+		st.status = rerr.Status
+	}
+	return rerr
+}
+
+func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinition, vars map[string]any) *Error {
 	schema := l.pricing()
 	if schema == nil {
 		return reject(http.StatusInternalServerError, "INTERNAL", "costgate: no schema to price operations with")
@@ -207,31 +308,22 @@ func (l *Limiter) admit(ctx context.Context, st *state, op *ast.OperationDefinit
 		st.dryRun = true
 	}
 
-	var p *limiter.Policy
-	key := ""
-	if l.cfg.Policy != nil {
-		p, key = l.bucket(st)
-		st.stats.Limit = p.Capacity()
-		st.stats.RestoreRate = restoreRate(p)
-	}
+	p, key := l.bucket(st)
+	st.stats.Limit = p.Capacity()
+	st.stats.RestoreRate = restoreRate(p)
 	if st.dryRun {
 		st.stats.DryRun = true
-		if p != nil {
-			if d, err := l.cfg.Limiter.Peek(ctx, p, key); err == nil {
-				st.stats.HasBucket = true
-				st.stats.Remaining = d.Remaining
-				st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
-			}
+		if d, err := l.cfg.Limiter.Peek(ctx, p, key); err == nil {
+			st.stats.HasBucket = true
+			st.stats.Remaining = d.Remaining
+			st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
 		}
-		return errDryRun
+		return ErrDryRun
 	}
 	if !measure && st.stats.Requested > l.cfg.MaxCost {
 		return &Error{Status: http.StatusBadRequest, Code: CodeMaxCostExceeded,
 			Message:    fmt.Sprintf("the operation costs %d, more than the maximum of %d", st.stats.Requested, l.cfg.MaxCost),
 			Extensions: map[string]any{"cost": st.stats.Requested, "maxCost": l.cfg.MaxCost}}
-	}
-	if p == nil {
-		return nil
 	}
 	if measure {
 		shadow := *p
@@ -248,14 +340,14 @@ func (l *Limiter) admit(ctx context.Context, st *state, op *ast.OperationDefinit
 	case d.Outcome == limiter.ErrorDenied:
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeLimiterUnavailable,
 			Message:    "the rate limiter cannot reach its store, and GraphQL fails closed; retry shortly",
-			Extensions: map[string]any{"retryAfterSec": httplimit.UnavailableRetryAfter}}
+			Extensions: map[string]any{"retryAfterSec": header.UnavailableRetryAfter}}
 	case d.ExceedsCapacity && d.Outcome == limiter.Denied:
 		return &Error{Status: http.StatusBadRequest, Code: CodeCostExceedsCapacity,
 			Message:    fmt.Sprintf("the operation costs %d, more than your bucket can ever hold (%d); retrying will not help", st.stats.Requested, d.Limit),
 			Extensions: map[string]any{"cost": st.stats.Requested, "maximumAvailable": d.Limit}}
 	case !d.Allowed:
 		return &Error{Status: http.StatusTooManyRequests, Code: CodeThrottled, Message: "Throttled",
-			Extensions: map[string]any{"retryAfterSec": httplimit.RetryAfterSeconds(d)}}
+			Extensions: map[string]any{"retryAfterSec": header.RetryAfterSeconds(d)}}
 	}
 	st.stats.Charged = d.Receipt.Cost > 0 && d.Outcome == limiter.Allowed
 	return nil
@@ -278,7 +370,7 @@ func (l *Limiter) finish(ctx context.Context, st *state, op *ast.OperationDefini
 	}
 	// Every operation costs at least 1, whatever it returned.
 	refund := st.stats.Requested - max(actual, 1)
-	if !l.cfg.Refund || !st.stats.Charged || refund <= 0 || l.cfg.Policy == nil {
+	if l.cfg.NoRefund || !st.stats.Charged || refund <= 0 {
 		return
 	}
 	p, key := l.bucket(st)

@@ -1,13 +1,9 @@
 package gqllimit_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -18,9 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/costgate/costgate/graph"
+	"github.com/costgate/costgate/internal/gqltest"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
-	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/redisstore"
 	"github.com/costgate/costgate/limiter/redistest"
 	"github.com/costgate/costgate/limiter/storetest"
@@ -42,6 +39,7 @@ func TestMain(m *testing.M) {
 var prefixSeq atomic.Int64
 
 type env struct {
+	gqltest.Client
 	handler http.Handler
 	clock   *storetest.Clock
 	gl      *gqllimit.Limiter
@@ -84,16 +82,15 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	id, err := httplimit.New(httplimit.Config{
-		Limiter: lim,
-		APIKeys: map[string]httplimit.APIKey{"demo-free": {Tenant: "acme", Plan: "free"}},
+	ids, err := identity.New(identity.Config{
+		APIKeys: identity.Table{"demo-free": {Tenant: "acme", Plan: "free"}},
 		Plans:   map[string]int64{"anonymous": 1, "free": 1},
 		HashKey: []byte("gqllimit-test-hash-key"),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := gqllimit.Config{Limiter: lim, Policy: p, Identity: id, Refund: true, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler)}
+	cfg := gqllimit.Config{Limiter: lim, Policy: p, Identity: ids, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler)}
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
@@ -104,71 +101,23 @@ func newEnv(t *testing.T, o envOpts) *env {
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop()}}))
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
-	srv.Use(gl.Extension())
-	return &env{handler: gl.Middleware(srv), clock: clock, gl: gl, policy: p}
+	h := gl.Handler(srv)
+	return &env{Client: gqltest.Client{Handler: h}, handler: h, clock: clock, gl: gl, policy: p}
 }
 
-type gqlResult struct {
-	status int
-	header http.Header
-	body   string
-	res    struct {
-		Data       json.RawMessage `json:"data"`
-		Errors     []gqlError      `json:"errors"`
-		Extensions struct {
-			Cost *gqllimit.Cost `json:"cost"`
-		} `json:"extensions"`
-	}
-}
-
-type gqlError struct {
-	Message    string         `json:"message"`
-	Extensions map[string]any `json:"extensions"`
-}
-
-func (r *gqlResult) code() string {
-	if len(r.res.Errors) == 0 {
-		return ""
-	}
-	c, _ := r.res.Errors[0].Extensions["code"].(string)
-	return c
-}
-
-// post sends a GraphQL request; header may set extra headers.
-func (e *env) post(t *testing.T, query string, vars map[string]any, header map[string]string) *gqlResult {
+func (e *env) post(t *testing.T, query string, vars map[string]any, header map[string]string) *gqltest.Result {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	return e.raw(t, "POST", "/graphql", body, header)
+	return e.Post(t, query, vars, header)
 }
 
-func (e *env) raw(t *testing.T, method, target string, body []byte, header map[string]string) *gqlResult {
+func (e *env) raw(t *testing.T, method, target string, body []byte, header map[string]string) *gqltest.Result {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req := httptest.NewRequest(method, target, rd)
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	w := httptest.NewRecorder()
-	e.handler.ServeHTTP(w, req)
-	r := &gqlResult{status: w.Code, header: w.Header(), body: w.Body.String()}
-	if err := json.Unmarshal(w.Body.Bytes(), &r.res); err != nil {
-		t.Fatalf("status %d: body is not JSON: %v\n%s", w.Code, err, w.Body)
-	}
-	return r
+	return e.Raw(t, method, target, body, header)
 }
 
-// available reads the bucket through a dry run of the cheapest query.
 func (e *env) available(t *testing.T) int64 {
 	t.Helper()
-	r := e.post(t, `{ __typename }`, nil, map[string]string{gqllimit.HeaderDryRun: "1"})
-	if r.res.Extensions.Cost == nil || r.res.Extensions.Cost.ThrottleStatus == nil {
-		t.Fatalf("dry run without throttleStatus: %s", r.body)
-	}
-	return r.res.Extensions.Cost.ThrottleStatus.CurrentlyAvailable
+	return e.Available(t, nil)
 }
 
 func must(t *testing.T, cond bool, format string, args ...any) {

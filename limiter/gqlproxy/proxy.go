@@ -1,4 +1,7 @@
-package gqllimit
+// Package gqlproxy is costgate's proxy mode: any GraphQL upstream, priced
+// from its SDL (with @cost and @listSize), behind the same cost limit as an
+// embedded gqlgen server. [New] returns the complete handler.
+package gqlproxy
 
 import (
 	"bytes"
@@ -7,13 +10,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/formatter"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/validator"
+
+	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/gqllimit"
 )
 
 // typenameAlias is the alias under which the proxy asks the upstream for
@@ -21,104 +30,155 @@ import (
 // types returned. It is removed from the reply.
 const typenameAlias = "__costgate_typename"
 
-// DefaultUpstreamTimeout bounds an upstream call unless ProxyConfig says otherwise.
-const DefaultUpstreamTimeout = 30 * time.Second
+// DefaultTimeout bounds an upstream call unless Config.Timeout says otherwise.
+const DefaultTimeout = 30 * time.Second
 
 // maxUpstreamBody bounds the upstream reply read into memory.
 const maxUpstreamBody = 64 << 20
 
-// ProxyConfig configures Proxy.
-type ProxyConfig struct {
+// Config configures the proxy. Limiter and Upstream are required.
+type Config struct {
+	// Limiter prices, charges and refunds; its Config.Schema must be the
+	// upstream's schema (complexity.LoadSDL, or gqllimit.LoadSchema).
+	Limiter *gqllimit.Limiter
 	// Upstream is the GraphQL endpoint operations are forwarded to.
 	Upstream string
 	// Client sends them (default: a client with Timeout).
-	Client  *http.Client
+	Client *http.Client
+	// Timeout bounds one upstream call (default 30s).
 	Timeout time.Duration
+	// Logger gets the upstream's failures, which clients never see in
+	// detail (default: the Limiter's).
+	Logger *slog.Logger
 }
 
-// Proxy returns the handler of proxy mode, to be wrapped in l.Middleware:
-// it validates the operation against the upstream's schema (Config.Schema),
-// prices and charges it as the extension does, forwards it, prices the
-// reply, refunds the difference and adds extensions.cost. Upstream failures
-// come back as GraphQL errors, and all but 1 of the charge is refunded.
-func (l *Limiter) Proxy(pc ProxyConfig) (http.Handler, error) {
-	if l.pricing() == nil {
-		return nil, errors.New("gqllimit: proxy mode needs Config.Schema, the upstream's schema")
+// Validate reports every problem of c, joined, as *limiter.FieldError values.
+func (c *Config) Validate() error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, &limiter.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
-	if pc.Upstream == "" {
-		return nil, errors.New("gqllimit: proxy mode needs an upstream URL")
+	switch {
+	case c.Limiter == nil:
+		fail("Limiter", "required (gqllimit.New with the upstream's Schema)")
+	case c.Limiter.Config().Schema == nil:
+		fail("Limiter", "its Config.Schema is required: the upstream's schema prices and validates operations")
 	}
-	if pc.Timeout <= 0 {
-		pc.Timeout = DefaultUpstreamTimeout
+	if c.Upstream == "" {
+		fail("Upstream", "required: the URL operations are forwarded to")
+	} else if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		fail("Upstream", "want an http:// or https:// URL with a host")
 	}
-	if pc.Client == nil {
-		pc.Client = &http.Client{Timeout: pc.Timeout}
+	if c.Timeout < 0 {
+		fail("Timeout", "must not be negative, got %s", c.Timeout)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st := stateFrom(r.Context())
-		if st == nil || st.prepared == nil {
-			writeError(w, reject(http.StatusInternalServerError, "INTERNAL", "costgate: the proxy must be wrapped in gqllimit's Middleware"), nil)
-			return
-		}
-		l.serveProxy(w, r, st, pc)
-	}), nil
+	return errors.Join(errs...)
 }
 
-func (l *Limiter) serveProxy(w http.ResponseWriter, r *http.Request, st *state, pc ProxyConfig) {
-	pr := st.prepared
-	schema := l.pricing().AST()
-	if errs := validator.ValidateWithRules(schema, pr.doc, nil); len(errs) > 0 {
+// New returns the complete proxy handler, the cost limit already around
+// it: it reads and checks each request (gqllimit's middleware), validates
+// the operation against the upstream's schema, prices and charges it,
+// forwards it, prices the reply, refunds the difference and adds
+// extensions.cost. An upstream failure answers UPSTREAM_ERROR (502) with a
+// generic message, the detail logged, and all but 1 of the charge refunded.
+func New(cfg Config) (http.Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("gqlproxy: %w", err)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: cfg.Timeout}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = cfg.Limiter.Config().Logger
+	}
+	p := &proxy{cfg: cfg, lim: cfg.Limiter, schema: cfg.Limiter.Config().Schema.AST()}
+	cfg.Limiter.MarkExecutor()
+	return cfg.Limiter.Middleware(p), nil
+}
+
+type proxy struct {
+	cfg    Config
+	lim    *gqllimit.Limiter
+	schema *ast.Schema
+}
+
+// request is what is forwarded.
+type request struct {
+	Query         string          `json:"query"`
+	OperationName string          `json:"operationName,omitempty"`
+	Variables     map[string]any  `json:"variables,omitempty"`
+	Extensions    json.RawMessage `json:"extensions,omitempty"`
+}
+
+// response is a GraphQL response body.
+type response struct {
+	Errors     []any           `json:"errors,omitempty"` // *gqlerror.Error, or an upstream's as it wrote it
+	Data       json.RawMessage `json:"data"`
+	Extensions map[string]any  `json:"extensions,omitempty"`
+}
+
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	pr := gqllimit.OperationFrom(ctx)
+	if pr == nil {
+		gqllimit.WriteError(ctx, w, &gqllimit.Error{Status: http.StatusInternalServerError, Code: gqllimit.CodeInternal, Message: "costgate: the proxy runs inside gqllimit's Middleware"})
+		return
+	}
+	if errs := validator.ValidateWithRules(p.schema, pr.Document, nil); len(errs) > 0 {
 		res := response{Data: json.RawMessage("null")}
 		for _, e := range errs {
 			if e.Extensions == nil {
 				e.Extensions = map[string]any{}
 			}
-			e.Extensions["code"] = CodeValidationFailed
+			e.Extensions["code"] = gqllimit.CodeValidationFailed
 			res.Errors = append(res.Errors, e)
 		}
 		writeResponse(w, http.StatusBadRequest, res)
 		return
 	}
-	op := pr.doc.Operations.ForName(pr.params.OperationName)
+	op := pr.Document.Operations.ForName(pr.OperationName)
 	if op == nil {
-		writeError(w, reject(http.StatusBadRequest, CodeValidationFailed, "no operation %q in the document", pr.params.OperationName), nil)
+		gqllimit.WriteError(ctx, w, rejection(http.StatusBadRequest, gqllimit.CodeValidationFailed, fmt.Sprintf("no operation %q in the document", pr.OperationName)))
 		return
 	}
-	if r.Method == http.MethodGet && op.Operation != ast.Query {
+	if pr.Method == http.MethodGet && op.Operation != ast.Query {
 		// A mutation over GET could be triggered cross-site by a link or an image.
-		writeError(w, reject(http.StatusMethodNotAllowed, CodeBadRequest, "%s operations must be sent with POST", op.Operation), nil)
+		gqllimit.WriteError(ctx, w, rejection(http.StatusMethodNotAllowed, gqllimit.CodeBadRequest, fmt.Sprintf("%s operations must be sent with POST", op.Operation)))
 		return
 	}
-	if l.cfg.NoIntrospection && introspects(op) {
-		writeError(w, reject(http.StatusBadRequest, CodeIntrospectionDisabled, "introspection is disabled"), nil)
+	if p.lim.Config().NoIntrospection && introspects(op) {
+		gqllimit.WriteError(ctx, w, rejection(http.StatusBadRequest, gqllimit.CodeIntrospectionDisabled, "introspection is disabled"))
 		return
 	}
-	vars, verr := validator.VariableValues(schema, op, pr.params.Variables)
+	vars, verr := validator.VariableValues(p.schema, op, pr.Variables)
 	if verr != nil {
-		writeError(w, &Error{Status: http.StatusBadRequest, Code: CodeValidationFailed, Message: parseMessage(verr)}, nil)
+		gqllimit.WriteError(ctx, w, rejection(http.StatusBadRequest, gqllimit.CodeValidationFailed, parseMessage(verr)))
 		return
 	}
-	if rerr := l.admit(r.Context(), st, op, vars); rerr != nil {
-		if rerr == errDryRun {
-			writeResponse(w, http.StatusOK, response{Data: json.RawMessage("null"), Extensions: map[string]any{"cost": st.stats.cost()}})
+	if rerr := p.lim.Admit(ctx, op, vars); rerr != nil {
+		if rerr == gqllimit.ErrDryRun {
+			writeResponse(w, http.StatusOK, response{Data: json.RawMessage("null"), Extensions: map[string]any{"cost": gqllimit.CostOf(ctx)}})
 			return
 		}
-		st.status = rerr.Status
-		writeError(w, rerr, st)
+		gqllimit.WriteError(ctx, w, rerr)
 		return
 	}
 
-	added := addTypenames(pr.doc, schema)
+	added := addTypenames(pr.Document, p.schema)
 	var query bytes.Buffer
-	formatter.NewFormatter(&query, formatter.WithComments()).FormatQueryDocument(pr.doc)
-	reply, err := l.forward(r, pc, params{Query: query.String(), OperationName: pr.params.OperationName, Variables: pr.params.Variables, Extensions: pr.params.Extensions})
+	formatter.NewFormatter(&query, formatter.WithComments()).FormatQueryDocument(pr.Document)
+	reply, err := p.forward(r, request{Query: query.String(), OperationName: pr.OperationName, Variables: pr.Variables, Extensions: pr.Extensions})
 	if err != nil {
-		l.finish(r.Context(), st, op, vars, nil) // no data: all but 1 refunded
-		l.cfg.Logger.Warn("costgate: upstream failed", "err", err)
-		writeError(w, reject(http.StatusBadGateway, CodeUpstreamError, "the upstream GraphQL server failed: %v", err), st)
+		p.lim.Finish(ctx, op, vars, nil) // no data: all but 1 refunded
+		// The upstream's address and error text are for the operator, not the client.
+		p.cfg.Logger.Warn("costgate: upstream failed", "upstream", p.cfg.Upstream, "err", err)
+		gqllimit.WriteError(ctx, w, rejection(http.StatusBadGateway, gqllimit.CodeUpstreamError, "the upstream GraphQL service failed; retry later"))
 		return
 	}
-	l.finish(r.Context(), st, op, vars, reply.Data)
+	p.lim.Finish(ctx, op, vars, reply.Data)
 	if added && len(reply.Data) > 0 {
 		reply.Data = stripTypenames(reply.Data)
 	}
@@ -129,7 +189,7 @@ func (l *Limiter) serveProxy(w http.ResponseWriter, r *http.Request, st *state, 
 	if ext == nil {
 		ext = map[string]any{}
 	}
-	ext["cost"] = st.stats.cost()
+	ext["cost"] = gqllimit.CostOf(ctx)
 	res := response{Data: reply.Data, Extensions: ext}
 	for _, e := range reply.Errors {
 		res.Errors = append(res.Errors, e)
@@ -137,18 +197,39 @@ func (l *Limiter) serveProxy(w http.ResponseWriter, r *http.Request, st *state, 
 	writeResponse(w, http.StatusOK, res)
 }
 
-func (l *Limiter) forward(r *http.Request, pc ProxyConfig, p params) (*struct {
+func rejection(status int, code, msg string) *gqllimit.Error {
+	return &gqllimit.Error{Status: status, Code: code, Message: msg}
+}
+
+func writeResponse(w http.ResponseWriter, status int, res response) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(res)
+}
+
+func parseMessage(err error) string {
+	var ge *gqlerror.Error
+	if errors.As(err, &ge) {
+		return ge.Message
+	}
+	return err.Error()
+}
+
+type upstreamReply struct {
 	Errors     []*rawError
 	Data       json.RawMessage
 	Extensions map[string]any
-}, error) {
-	body, err := json.Marshal(p)
+}
+
+func (p *proxy) forward(r *http.Request, body request) (*upstreamReply, error) {
+	raw, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), pc.Timeout)
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, pc.Upstream, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.Upstream, bytes.NewReader(raw))
 	if err != nil {
 		return nil, err
 	}
@@ -165,21 +246,17 @@ func (l *Limiter) forward(r *http.Request, pc ProxyConfig, p params) (*struct {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	res, err := pc.Client.Do(req)
+	res, err := p.cfg.Client.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, maxUpstreamBody))
+	data, err := io.ReadAll(io.LimitReader(res.Body, maxUpstreamBody))
 	if err != nil {
 		return nil, fmt.Errorf("reading the reply: %w", err)
 	}
-	var reply struct {
-		Errors     []*rawError
-		Data       json.RawMessage
-		Extensions map[string]any
-	}
-	if err := json.Unmarshal(raw, &reply); err != nil {
+	var reply upstreamReply
+	if err := json.Unmarshal(data, &reply); err != nil {
 		return nil, fmt.Errorf("status %d, not a GraphQL response", res.StatusCode)
 	}
 	if len(reply.Data) == 0 && len(reply.Errors) == 0 {

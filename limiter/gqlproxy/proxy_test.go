@@ -1,4 +1,4 @@
-package gqllimit_test
+package gqlproxy_test
 
 import (
 	"encoding/json"
@@ -18,9 +18,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/costgate/costgate/graph"
+	"github.com/costgate/costgate/internal/gqltest"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
-	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/gqlproxy"
+	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/redisstore"
 	"github.com/costgate/costgate/limiter/storetest"
 )
@@ -61,6 +63,27 @@ type readCloser struct{ *strings.Reader }
 
 func (readCloser) Close() error { return nil }
 
+// env is the proxy under test and a client for it.
+type env struct {
+	gqltest.Client
+	clock *storetest.Clock
+}
+
+func (e *env) post(t *testing.T, query string, vars map[string]any, header map[string]string) *gqltest.Result {
+	t.Helper()
+	return e.Post(t, query, vars, header)
+}
+
+func (e *env) raw(t *testing.T, method, target string, body []byte, header map[string]string) *gqltest.Result {
+	t.Helper()
+	return e.Raw(t, method, target, body, header)
+}
+
+func (e *env) available(t *testing.T) int64 {
+	t.Helper()
+	return e.Available(t, nil)
+}
+
 // newProxyEnv puts costgate's proxy, priced from graph/schema.graphqls,
 // in front of upstreamURL.
 func newProxyEnv(t *testing.T, upstreamURL string) *env {
@@ -83,23 +106,19 @@ func newProxyEnv(t *testing.T, upstreamURL string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := graphqlPolicy()
-	if err := p.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	id, err := httplimit.New(httplimit.Config{Limiter: lim, HashKey: []byte("proxy-test-hash-key")})
+	ids, err := identity.New(identity.Config{HashKey: []byte("proxy-test-hash-key")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gl, err := gqllimit.New(gqllimit.Config{Limiter: lim, Policy: p, Identity: id, Schema: schema, Refund: true, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	gl, err := gqllimit.New(gqllimit.Config{Limiter: lim, Policy: graphqlPolicy(), Identity: ids, Schema: schema, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := gl.Proxy(gqllimit.ProxyConfig{Upstream: upstreamURL, Timeout: 2 * time.Second})
+	h, err := gqlproxy.New(gqlproxy.Config{Limiter: gl, Upstream: upstreamURL, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{handler: gl.Middleware(proxy), clock: clock, gl: gl, policy: p}
+	return &env{Client: gqltest.Client{Handler: h}, clock: clock}
 }
 
 // Proxy mode against a real upstream: the same price, charge and refund as
@@ -109,13 +128,13 @@ func TestProxyChargeAndRefund(t *testing.T) {
 	e := newProxyEnv(t, up.URL)
 	before := e.available(t)
 	r := e.post(t, `{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }`, nil, nil)
-	if r.status != 200 {
-		t.Fatalf("%d %s", r.status, r.body)
+	if r.Status != 200 {
+		t.Fatalf("%d %s", r.Status, r.Body)
 	}
-	c := r.res.Extensions.Cost
+	c := r.Res.Extensions.Cost
 	must(t, c.RequestedQueryCost == 61 && c.ActualQueryCost != nil && *c.ActualQueryCost == 45, "cost %+v", c)
 	must(t, c.ThrottleStatus.CurrentlyAvailable == before-45, "currentlyAvailable %d, want %d", c.ThrottleStatus.CurrentlyAvailable, before-45)
-	must(t, strings.Contains(string(r.res.Data), `"title":"Quiet Kettle"`), "data %s", r.res.Data)
+	must(t, strings.Contains(string(r.Res.Data), `"title":"Quiet Kettle"`), "data %s", r.Res.Data)
 }
 
 // Abstract selections: the proxy asks the upstream for __typename so that
@@ -127,17 +146,17 @@ func TestProxyPricesConcreteTypes(t *testing.T) {
 	// search: 10 × max(Product: 1 + reviews 5 × (1 + author 1), Review: 1 + author 1) = 10 × 11 = 110
 	q := `{ search(text: "lamp", first: 10) { ... on Product { title reviews(first: 5) { author { name } } } ... on Review { body author { name } } } }`
 	r := e.post(t, q, nil, nil)
-	if r.status != 200 {
-		t.Fatalf("%d %s", r.status, r.body)
+	if r.Status != 200 {
+		t.Fatalf("%d %s", r.Status, r.Body)
 	}
 	must(t, strings.Contains(up.queries.Load().(string), "__costgate_typename: __typename"), "upstream query lacks the injected __typename: %s", up.queries.Load())
-	must(t, !strings.Contains(r.body, "__costgate_typename") && !strings.Contains(r.body, "__typename"), "reply leaks __typename: %s", r.body)
-	must(t, r.res.Extensions.Cost.RequestedQueryCost == 110, "requested %d, want 110", r.res.Extensions.Cost.RequestedQueryCost)
+	must(t, !strings.Contains(r.Body, "__costgate_typename") && !strings.Contains(r.Body, "__typename"), "reply leaks __typename: %s", r.Body)
+	must(t, r.Res.Extensions.Cost.RequestedQueryCost == 110, "requested %d, want 110", r.Res.Extensions.Cost.RequestedQueryCost)
 	// Work the actual cost out from the reply: products cost 1 + reviews×2, reviews 2.
 	var data struct {
 		Search []map[string]json.RawMessage `json:"search"`
 	}
-	if err := json.Unmarshal(r.res.Data, &data); err != nil {
+	if err := json.Unmarshal(r.Res.Data, &data); err != nil {
 		t.Fatal(err)
 	}
 	// search is a list: n × (per-item term), each item priced by its type.
@@ -151,10 +170,10 @@ func TestProxyPricesConcreteTypes(t *testing.T) {
 			want += 2
 		}
 	}
-	must(t, r.res.Extensions.Cost.ActualQueryCost != nil && *r.res.Extensions.Cost.ActualQueryCost == want, "actual %v, want %d", r.res.Extensions.Cost.ActualQueryCost, want)
+	must(t, r.Res.Extensions.Cost.ActualQueryCost != nil && *r.Res.Extensions.Cost.ActualQueryCost == want, "actual %v, want %d", r.Res.Extensions.Cost.ActualQueryCost, want)
 	// The client's own __typename stays.
 	r = e.post(t, `{ search(text: "lamp", first: 2) { __typename } }`, nil, nil)
-	must(t, strings.Contains(r.body, `"__typename":"Product"`) && !strings.Contains(r.body, "__costgate_typename"), "own __typename: %s", r.body)
+	must(t, strings.Contains(r.Body, `"__typename":"Product"`) && !strings.Contains(r.Body, "__costgate_typename"), "own __typename: %s", r.Body)
 }
 
 // Upstream failures come back as GraphQL errors, and all but 1 of the
@@ -166,9 +185,12 @@ func TestProxyUpstreamFailure(t *testing.T) {
 	e := newProxyEnv(t, url)
 	before := e.available(t)
 	r := e.post(t, `{ products(first: 10) { nodes { id } } }`, nil, nil)
-	must(t, r.status == http.StatusBadGateway && r.code() == gqllimit.CodeUpstreamError, "%d %s", r.status, r.body)
-	must(t, string(r.res.Data) == "null", "data %s", r.res.Data)
-	must(t, r.res.Extensions.Cost.RequestedQueryCost == 11, "requested %d", r.res.Extensions.Cost.RequestedQueryCost)
+	must(t, r.Status == http.StatusBadGateway && r.Code() == gqllimit.CodeUpstreamError, "%d %s", r.Status, r.Body)
+	must(t, string(r.Res.Data) == "null", "data %s", r.Res.Data)
+	// The client learns that the upstream failed, not where it is or why.
+	must(t, !strings.Contains(r.Body, strings.TrimPrefix(url, "http://")) && !strings.Contains(r.Body, "refused") && !strings.Contains(r.Body, "dial"),
+		"the error tells the client the upstream's address or error: %s", r.Body)
+	must(t, r.Res.Extensions.Cost.RequestedQueryCost == 11, "requested %d", r.Res.Extensions.Cost.RequestedQueryCost)
 	must(t, e.available(t) == before-1, "bucket %d, want %d − 1 (all but 1 refunded)", e.available(t), before)
 
 	// An upstream that hangs: the timeout ends the wait, with the same answer.
@@ -184,8 +206,8 @@ func TestProxyUpstreamFailure(t *testing.T) {
 		hang.Close()
 	})
 	e = newProxyEnv(t, hang.URL)
-	if r := e.post(t, `{ __typename }`, nil, nil); r.status != http.StatusBadGateway || r.code() != gqllimit.CodeUpstreamError {
-		t.Errorf("hung upstream: %d %s", r.status, r.body)
+	if r := e.post(t, `{ __typename }`, nil, nil); r.Status != http.StatusBadGateway || r.Code() != gqllimit.CodeUpstreamError {
+		t.Errorf("hung upstream: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -196,9 +218,9 @@ func TestProxyValidates(t *testing.T) {
 	e := newProxyEnv(t, up.URL)
 	before := e.available(t)
 	r := e.post(t, `{ products { nope } }`, nil, nil)
-	must(t, r.status == 400 && r.code() == gqllimit.CodeValidationFailed, "%d %s", r.status, r.body)
+	must(t, r.Status == 400 && r.Code() == gqllimit.CodeValidationFailed, "%d %s", r.Status, r.Body)
 	r = e.post(t, `{ products(first: 100) { nodes { variants(first: 100) { id } } } }`, nil, nil)
-	must(t, r.status == 400 && r.code() == gqllimit.CodeMaxCostExceeded, "%d %s", r.status, r.body)
+	must(t, r.Status == 400 && r.Code() == gqllimit.CodeMaxCostExceeded, "%d %s", r.Status, r.Body)
 	must(t, up.calls.Load() == 0, "the upstream got %d calls", up.calls.Load())
 	must(t, e.available(t) == before, "charged")
 }
@@ -209,7 +231,7 @@ func TestProxyRefusesMutationsOverGET(t *testing.T) {
 	e := newProxyEnv(t, up.URL)
 	q := url.QueryEscape(`mutation { createReview(input: {productId: "p1", rating: 5, body: "x"}) { id } }`)
 	r := e.raw(t, "GET", "/graphql?query="+q, nil, nil)
-	must(t, r.status == http.StatusMethodNotAllowed && up.calls.Load() == 0, "GET mutation: %d %s, upstream calls %d", r.status, r.body, up.calls.Load())
+	must(t, r.Status == http.StatusMethodNotAllowed && up.calls.Load() == 0, "GET mutation: %d %s, upstream calls %d", r.Status, r.Body, up.calls.Load())
 	r = e.raw(t, "GET", "/graphql?query="+url.QueryEscape(`{ products(first: 1) { nodes { id } } }`), nil, nil)
-	must(t, r.status == http.StatusOK, "GET query: %d %s", r.status, r.body)
+	must(t, r.Status == http.StatusOK, "GET query: %d %s", r.Status, r.Body)
 }

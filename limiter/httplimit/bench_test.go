@@ -11,6 +11,7 @@ import (
 
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/memstore"
 )
 
@@ -23,17 +24,23 @@ func BenchmarkMiddleware(b *testing.B) {
 	bare.Get("/api/products", hello)
 
 	p := &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second,
-		Key: []string{httplimit.PartTenant, httplimit.PartAPIKey}}
+		Key: []string{identity.PartTenant, identity.PartAPIKey}}
 	lim, err := limiter.New(memstore.New(nil))
 	if err != nil {
 		b.Fatal(err)
 	}
 	limited := chi.NewRouter()
+	ids, err := identity.New(identity.Config{
+		APIKeys: identity.Table{"k": {Tenant: "t", Plan: "free"}},
+		HashKey: []byte("bench-hash-key-16+bytes"),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
 	mw, err := httplimit.New(httplimit.Config{
-		Limiter: lim,
-		Routes:  []httplimit.Route{{Path: "/api/", Prefix: true, Pattern: "/api/*", Policies: []*limiter.Policy{p}}},
-		APIKeys: map[string]httplimit.APIKey{"k": {Tenant: "t", Plan: "free"}},
-		HashKey: []byte("bench"),
+		Limiter:  lim,
+		Identity: ids,
+		Routes:   []httplimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{p}}},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/header"
 )
 
 // Error codes of the JSON error bodies.
@@ -15,16 +16,13 @@ const (
 	CodeUnavailable = "rate_limiter_unavailable"
 )
 
-// ErrorBody is the JSON body of a 429 or 503.
+// errorBody is the JSON body of a 429 or 503.
 type errorBody struct {
 	Error         string `json:"error"`
 	Message       string `json:"message"`
 	Policy        string `json:"policy,omitempty"`
 	RetryAfterSec int64  `json:"retry_after_sec,omitempty"`
 }
-
-// UnavailableRetryAfter is the Retry-After of a 503 when the store is down.
-const UnavailableRetryAfter = 1
 
 // WriteDenied answers a denied request: 429 with Retry-After when the
 // policy denied, 503 when the store failed and the policy fails closed.
@@ -35,12 +33,12 @@ func WriteDenied(w http.ResponseWriter, d limiter.Decision) {
 	}
 	switch {
 	case d.Outcome == limiter.ErrorDenied:
-		w.Header().Set(HeaderRetryAfter, strconv.Itoa(UnavailableRetryAfter))
+		w.Header().Set(header.RetryAfter, strconv.Itoa(header.UnavailableRetryAfter))
 		writeError(w, http.StatusServiceUnavailable, errorBody{
 			Error:         CodeUnavailable,
 			Message:       "the rate limiter cannot reach its store, and this route fails closed; retry shortly",
 			Policy:        name,
-			RetryAfterSec: UnavailableRetryAfter,
+			RetryAfterSec: header.UnavailableRetryAfter,
 		})
 	case d.ExceedsCapacity:
 		// Retrying cannot help: no Retry-After.
@@ -50,8 +48,8 @@ func WriteDenied(w http.ResponseWriter, d limiter.Decision) {
 			Policy:  name,
 		})
 	default:
-		secs := RetryAfterSeconds(d)
-		w.Header().Set(HeaderRetryAfter, strconv.FormatInt(secs, 10))
+		secs := header.RetryAfterSeconds(d)
+		w.Header().Set(header.RetryAfter, strconv.FormatInt(secs, 10))
 		writeError(w, http.StatusTooManyRequests, errorBody{
 			Error:         CodeRateLimit,
 			Message:       fmt.Sprintf("rate limit of policy %q exceeded; retry in %ds", name, secs),

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/header"
 )
 
 func TestWindow(t *testing.T) {
@@ -26,7 +26,7 @@ func TestWindow(t *testing.T) {
 		{limiter.Policy{Algorithm: limiter.FixedWindow, Limit: 5, Period: 500 * time.Millisecond}, 5, 1},
 	}
 	for _, tc := range tests {
-		q, w := httplimit.Window(&tc.p)
+		q, w := header.Window(&tc.p)
 		if q != tc.q || w != tc.w {
 			t.Errorf("%s %d/%s burst %d: q=%d w=%d, want q=%d w=%d", tc.p.Algorithm, tc.p.Limit, tc.p.Period, tc.p.Burst, q, w, tc.q, tc.w)
 		}
@@ -124,7 +124,7 @@ func TestSFParserIsStrict(t *testing.T) {
 func TestHeadersEscapePolicyNames(t *testing.T) {
 	p := &limiter.Policy{Name: `we"ird\name`, Algorithm: limiter.FixedWindow, Limit: 5, Period: time.Minute}
 	h := http.Header{}
-	httplimit.SetHeaders(h, time.Unix(1000, 0), []limiter.Decision{{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 30 * time.Second, Policy: p}})
+	header.Set(h, time.Unix(1000, 0), []limiter.Decision{{Allowed: true, Limit: 5, Remaining: 4, ResetAfter: 30 * time.Second, Policy: p}})
 	items, err := parseSFList(h.Get("RateLimit-Policy"))
 	if err != nil || len(items) != 1 || items[0].value != p.Name {
 		t.Fatalf("RateLimit-Policy %q: %v %+v", h.Get("RateLimit-Policy"), err, items)

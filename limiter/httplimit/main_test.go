@@ -19,6 +19,7 @@ import (
 
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/redisstore"
 	"github.com/costgate/costgate/limiter/redistest"
 	"github.com/costgate/costgate/limiter/storetest"
@@ -55,6 +56,7 @@ func loginPolicies() []*limiter.Policy {
 type testServer struct {
 	handler http.Handler
 	mw      *httplimit.Middleware
+	ids     *identity.Resolver
 	client  *redis.Client
 	prefix  string
 	clock   *storetest.Clock
@@ -113,8 +115,8 @@ func newTestServer(t *testing.T, o serverOpts) *testServer {
 	routes := o.routes
 	if routes == nil {
 		routes = []httplimit.Route{
-			{Method: "POST", Path: "/login", Pattern: "POST /login", Policies: loginPolicies()},
-			{Path: "/api/", Prefix: true, Pattern: "/api/*", Policies: []*limiter.Policy{apiPolicy()}},
+			{Pattern: "POST /login", Policies: loginPolicies()},
+			{Pattern: "/api/*", Policies: []*limiter.Policy{apiPolicy()}},
 		}
 	}
 	for _, rt := range routes {
@@ -125,18 +127,23 @@ func newTestServer(t *testing.T, o serverOpts) *testServer {
 		}
 	}
 	r := chi.NewRouter()
-	mw, err := httplimit.New(httplimit.Config{
-		Limiter:        lim,
-		Routes:         routes,
+	ids, err := identity.New(identity.Config{
 		TrustedProxies: o.trusted,
-		APIKeys: map[string]httplimit.APIKey{
+		APIKeys: identity.Table{
 			"demo-free":       {Tenant: "acme", Plan: "free"},
 			"demo-enterprise": {Tenant: "bigco", Plan: "enterprise"},
 		},
 		Plans:   map[string]int64{"anonymous": 1, "free": 1, "enterprise": 10},
-		HashKey: []byte("test-hash-key"),
-		Router:  r,
-		Clock:   clock.Now,
+		HashKey: []byte("test-hash-key-of-16+-bytes"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httplimit.New(httplimit.Config{
+		Limiter:  lim,
+		Identity: ids,
+		Routes:   routes,
+		Clock:    clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +162,7 @@ func newTestServer(t *testing.T, o serverOpts) *testServer {
 		io.WriteString(w, `{"error":"invalid_credentials"}`)
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	return &testServer{handler: r, mw: mw, client: client, prefix: prefix, clock: clock, events: ev}
+	return &testServer{handler: r, mw: mw, ids: ids, client: client, prefix: prefix, clock: clock, events: ev}
 }
 
 type request struct {

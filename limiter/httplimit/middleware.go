@@ -1,345 +1,304 @@
 package httplimit
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/netip"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/header"
+	"github.com/costgate/costgate/limiter/identity"
 )
 
-// DefaultMaxBodyBytes bounds a login body read for its username.
-const DefaultMaxBodyBytes = 64 << 10
-
-// APIKey is what the key table knows of an API key.
-type APIKey struct {
-	Tenant string
-	Plan   string
-}
-
-// Route applies policies to the requests it matches.
-type Route struct {
-	// Method matches the request method; empty matches any.
-	Method string
-	// Path matches the URL path exactly, or as a prefix when Prefix is set
-	// ("/api/*" in the config is Path "/api/", Prefix true).
-	Path   string
-	Prefix bool
-	// Pattern names the route in the `route` key part when the router cannot
-	// resolve the chi pattern (the config's match string).
-	Pattern string
-	// Policies are charged in order, all or nothing.
-	Policies []*limiter.Policy
-}
-
-// Matches reports whether r is a request for this route.
-func (rt *Route) Matches(r *http.Request) bool {
-	if rt.Method != "" && rt.Method != r.Method {
-		return false
-	}
-	if rt.Prefix {
-		return strings.HasPrefix(r.URL.Path, rt.Path)
-	}
-	return r.URL.Path == rt.Path
-}
-
-// Config configures a Middleware. Limiter and HashKey are required.
+// Config configures a Middleware. Limiter, Identity and at least one Route
+// with a policy are required; the zero value of every other field takes
+// the default its comment gives.
 type Config struct {
 	Limiter *limiter.Limiter
+	// Identity says who pays. It may be shared with gqllimit: an identity
+	// resolved by one door is reused by the next (identity.FromContext).
+	Identity *identity.Resolver
 	// Routes are matched in order; the first match applies. A request no
 	// route matches is not limited.
 	Routes []Route
-	// TrustedProxies are the peers whose X-Forwarded-For is believed.
-	TrustedProxies []netip.Prefix
-	// APIKeyHeader carries the API key (default X-API-Key).
-	APIKeyHeader string
-	// APIKeys is the key table. A key not in it answers 401.
-	APIKeys map[string]APIKey
-	// Plans multiply a policy's limit and burst; a plan not listed has 1.
-	Plans map[string]int64
-	// HashKey keys the hash applied to API keys, addresses and usernames
-	// before they become part of a store key. Gateways sharing a store must
-	// share it.
-	HashKey []byte
 	// MaxBodyBytes bounds a login body read for its username (default 64 KiB).
 	MaxBodyBytes int64
-	// Router, when set, resolves the chi route pattern for the `route` key part.
-	Router chi.Routes
 	// Clock returns the time for X-RateLimit-Reset (default time.Now).
 	Clock func() time.Time
 }
 
-// Middleware limits HTTP requests by the policies of their route.
-type Middleware struct {
-	cfg     Config
-	hash    hasher
-	keyHash map[string]string // API key -> its hash, for the keys of the table
-	scaled  sync.Map          // planPolicy -> *limiter.Policy
-}
-
-type planPolicy struct {
-	p    *limiter.Policy
-	plan string
-}
-
-// New checks cfg and returns a Middleware.
-func New(cfg Config) (*Middleware, error) {
-	if cfg.Limiter == nil {
-		return nil, errors.New("httplimit: Config.Limiter is required")
+// Validate reports every problem of c, joined: each is a *limiter.FieldError
+// naming the field (Routes[1].Pattern), or the *limiter.PolicyError of a
+// route's policy.
+func (c *Config) Validate() error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, &limiter.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
-	if len(cfg.HashKey) == 0 {
-		return nil, errors.New("httplimit: Config.HashKey is required")
+	if c.Limiter == nil {
+		fail("Limiter", "required")
 	}
-	if cfg.APIKeyHeader == "" {
-		cfg.APIKeyHeader = "X-API-Key"
+	if c.Identity == nil {
+		fail("Identity", "required: it says who pays (identity.New)")
 	}
-	cfg.APIKeyHeader = http.CanonicalHeaderKey(cfg.APIKeyHeader) // once, not per request
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	if c.MaxBodyBytes < 0 {
+		fail("MaxBodyBytes", "must not be negative, got %d", c.MaxBodyBytes)
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
+	if err := ValidateRoutes(c.Routes); err != nil {
+		errs = append(errs, err)
 	}
-	for name, mult := range cfg.Plans {
-		if mult < 1 {
-			return nil, fmt.Errorf("httplimit: plan %q: multiplier must be at least 1, got %d", name, mult)
-		}
-	}
-	for i, rt := range cfg.Routes {
-		for _, p := range rt.Policies {
-			for plan := range cfg.Plans {
-				if err := scale(p, cfg.Plans[plan]).Validate(); err != nil {
-					return nil, fmt.Errorf("httplimit: route %d, plan %q: %w", i, plan, err)
+	if c.Identity != nil {
+		for _, rt := range c.Routes {
+			for _, p := range rt.Policies {
+				if p != nil {
+					if err := c.Identity.CheckPolicy(p); err != nil {
+						errs = append(errs, err)
+					}
 				}
 			}
 		}
 	}
-	m := &Middleware{cfg: cfg, hash: newHasher(cfg.HashKey), keyHash: make(map[string]string, len(cfg.APIKeys))}
-	for k := range cfg.APIKeys {
-		m.keyHash[k] = m.hash.hash(PartAPIKey, k)
+	return errors.Join(errs...)
+}
+
+// ValidateRoutes reports every problem of a route list, joined, as
+// *limiter.FieldError values: no routes, none with a policy, a pattern that
+// does not parse, a route an earlier one shadows, a nil policy or one
+// listed twice. It does not validate the policies themselves.
+func ValidateRoutes(routes []Route) error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, &limiter.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	}
+	if len(routes) == 0 {
+		fail("Routes", `empty: the middleware would limit nothing (Route{Pattern: "/*", ...} limits every request)`)
+	}
+	rules := make([]*rule, len(routes))
+	charged := false
+	for i, rt := range routes {
+		field := fmt.Sprintf("Routes[%d]", i)
+		r, err := parseRule(rt.Pattern)
+		if err != nil {
+			fail(field+".Pattern", "%v", err)
+		} else {
+			rules[i] = &r
+			for j, earlier := range rules[:i] {
+				if earlier == nil || !earlier.covers(r) {
+					continue
+				}
+				if *earlier == r {
+					fail(field+".Pattern", "duplicate route %q: route %d has it", rt.Pattern, j)
+				} else {
+					fail(field+".Pattern", "never matches: route %d (%q) comes first and matches every request it would (first match wins)", j, routes[j].Pattern)
+				}
+				break
+			}
+		}
+		for j, p := range rt.Policies {
+			pf := fmt.Sprintf("%s.Policies[%d]", field, j)
+			if p == nil {
+				fail(pf, "nil policy")
+				continue
+			}
+			charged = true
+			for _, q := range rt.Policies[:j] {
+				if q != nil && q.Name == p.Name {
+					fail(pf, "policy %q listed twice", p.Name)
+					break
+				}
+			}
+		}
+	}
+	if len(routes) > 0 && !charged {
+		fail("Routes", "no route has a policy: the middleware would limit nothing")
+	}
+	return errors.Join(errs...)
+}
+
+// Middleware limits HTTP requests by the policies of the route they match.
+type Middleware struct {
+	cfg    Config
+	id     *identity.Resolver
+	routes []compiled
+}
+
+type compiled struct {
+	Route
+	rule
+	byUsername    bool              // a policy keys by username: the body is read
+	withoutUser   []*limiter.Policy // the policies that do not key by username
+	needsRoute    bool
+	fallbackRoute string // the route part when chi has not routed the request
+}
+
+// New checks cfg and returns a Middleware.
+func New(cfg Config) (*Middleware, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("httplimit: %w", err)
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = identity.DefaultMaxBodyBytes
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	m := &Middleware{cfg: cfg, id: cfg.Identity}
+	for _, rt := range cfg.Routes {
+		r, _ := parseRule(rt.Pattern)
+		c := compiled{Route: rt, rule: r,
+			byUsername: identity.Needs(rt.Policies, identity.PartUsername),
+			needsRoute: identity.Needs(rt.Policies, identity.PartRoute)}
+		for _, p := range rt.Policies {
+			if !identity.Needs([]*limiter.Policy{p}, identity.PartUsername) {
+				c.withoutUser = append(c.withoutUser, p)
+			}
+		}
+		c.fallbackRoute = r.path
+		if r.prefix {
+			c.fallbackRoute += "*"
+		}
+		m.routes = append(m.routes, c)
 	}
 	return m, nil
 }
 
-// Identity is who a request is limited as.
-type Identity struct {
-	// IP is the client address (IPv6 grouped by /64).
-	IP netip.Prefix
-	// APIKey is the API key when the table knows it, else "".
-	APIKey string
-	// UnknownKey reports an API key the table does not know (or one that
-	// cannot be a key); the request is then limited as anonymous and answered 401.
-	UnknownKey bool
-	// Tenant and Plan come from the key table; "anonymous" without a key.
-	Tenant, Plan string
-	// Username is the normalized login username, when read.
-	Username string
-	// Route is the method and route pattern.
-	Route string
-}
-
-// Identify resolves a request's identity (without reading its body).
-func (m *Middleware) Identify(r *http.Request) Identity {
-	id := Identity{IP: ClientIP(r, m.cfg.TrustedProxies), Tenant: Anonymous, Plan: Anonymous}
-	if v, present := r.Header[m.cfg.APIKeyHeader]; present {
-		key := ""
-		if len(v) == 1 {
-			key = v[0]
-		}
-		info, ok := m.cfg.APIKeys[key]
-		if ok && validAPIKey(key) {
-			id.APIKey, id.Tenant, id.Plan = key, info.Tenant, info.Plan
-		} else {
-			id.UnknownKey = true
-		}
-	}
-	return id
-}
-
-// PolicyFor returns p scaled by the multiplier of plan.
-func (m *Middleware) PolicyFor(p *limiter.Policy, plan string) *limiter.Policy {
-	mult, ok := m.cfg.Plans[plan]
-	if !ok || mult == 1 {
-		return p
-	}
-	k := planPolicy{p, plan}
-	if v, ok := m.scaled.Load(k); ok {
-		return v.(*limiter.Policy)
-	}
-	v, _ := m.scaled.LoadOrStore(k, scale(p, mult))
-	return v.(*limiter.Policy)
-}
-
-func scale(p *limiter.Policy, mult int64) *limiter.Policy {
-	s := *p
-	s.Limit *= mult
-	if p.IsBucket() {
-		s.Burst = p.Capacity() * mult
-	}
-	return &s
-}
-
-// Key builds the store key of p for id: its key parts, each identity part
-// hashed, joined by ':'. A request without a (known) API key stands in its
-// client address for api_key.
-func (m *Middleware) Key(p *limiter.Policy, id Identity) string {
-	var b strings.Builder
-	for i, part := range p.Key {
-		if i > 0 {
-			b.WriteByte(':')
-		}
-		switch part {
-		case PartIP:
-			b.WriteString(m.hash.hash(PartIP, id.IP.String()))
-		case PartAPIKey:
-			if h, ok := m.keyHash[id.APIKey]; ok {
-				b.WriteString(h)
-			} else {
-				b.WriteString(m.hash.hash(PartIP, id.IP.String()))
-			}
-		case PartTenant:
-			b.WriteString(id.Tenant)
-		case PartPlan:
-			b.WriteString(id.Plan)
-		case PartUsername:
-			b.WriteString(m.hash.hash(PartUsername, id.Username))
-		case PartRoute:
-			b.WriteString(id.Route)
-		default:
-			b.WriteString(part) // validated by the config; a literal otherwise
-		}
-	}
-	return b.String()
-}
-
-// Handler limits the requests that match a route; it fits chi.Router.Use.
+// Handler limits the requests that match a route; it fits chi.Router.Use
+// and r.With. Used after chi has routed the request (in a Group or With),
+// the `route` key part is chi's route pattern; used before, it is the
+// matched Route's path.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rt := m.match(r)
-		if rt == nil {
+		rt := m.match(r.Method, r.URL.Path)
+		if rt == nil || len(rt.Policies) == 0 {
 			next.ServeHTTP(w, r)
 			return
 		}
-		id := m.Identify(r)
-		id.Route = m.routeName(r, rt)
-		if needs(rt.Policies, PartUsername) {
-			name, status, msg := m.readUsername(r)
-			if status != 0 {
-				writeError(w, status, errorBody{Error: errorCode(status), Message: msg})
-				return
-			}
-			id.Username = name
+		id, r, err := m.id.Attach(r)
+		if err != nil {
+			identity.WriteLookupError(w)
+			return
 		}
-		decisions, ok := m.Check(r.Context(), rt.Policies, id, 1)
-		SetHeaders(w.Header(), m.cfg.Clock(), decisions)
-		if !ok {
-			WriteDenied(w, decisions[len(decisions)-1])
+		if !m.limit(w, r, id, rt) {
 			return
 		}
 		if id.UnknownKey {
 			writeError(w, http.StatusUnauthorized, errorBody{Error: "unauthorized", Message: "unknown API key"})
 			return
 		}
-		if delay := maxDelay(decisions); delay > 0 {
-			// leaky_bucket shapes: the request waits for the queue ahead of it,
-			// at most burst/limit·period, as the policy admitted it.
-			t := time.NewTimer(delay)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
-				return
-			}
-		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// Check charges cost to every policy for id, all or nothing, each scaled by
-// id's plan. It returns the decisions made and whether the request may go on.
-func (m *Middleware) Check(ctx context.Context, policies []*limiter.Policy, id Identity, cost int64) ([]limiter.Decision, bool) {
-	reqs := make([]limiter.Request, len(policies))
-	for i, p := range policies {
-		reqs[i] = limiter.Request{Policy: m.PolicyFor(p, id.Plan), Key: m.Key(p, id), Cost: cost}
+// Match returns the route a request for method and path matches, or nil.
+func (m *Middleware) Match(method, urlPath string) *Route {
+	if c := m.match(method, urlPath); c != nil {
+		return &c.Route
 	}
-	return m.cfg.Limiter.AllowAll(ctx, reqs)
+	return nil
 }
 
-func (m *Middleware) match(r *http.Request) *Route {
-	for i := range m.cfg.Routes {
-		if m.cfg.Routes[i].Matches(r) {
-			return &m.cfg.Routes[i]
+func (m *Middleware) match(method, urlPath string) *compiled {
+	for i := range m.routes {
+		if m.routes[i].matches(method, urlPath) {
+			return &m.routes[i]
 		}
 	}
 	return nil
 }
 
-func (m *Middleware) routeName(r *http.Request, rt *Route) string {
-	if !needs(rt.Policies, PartRoute) {
-		return ""
+// Limit charges the request's route policies to id, writes the rate-limit
+// headers, and answers a denial (429, or 503 when the store is down and a
+// policy fails closed) or a request it cannot limit (a bad login body). It
+// reports whether the request may go on; the caller still answers 401 for
+// id.UnknownKey. rt must come from Match.
+func (m *Middleware) Limit(w http.ResponseWriter, r *http.Request, id *identity.Identity, route *Route) bool {
+	rt := m.compiledFor(route)
+	if rt == nil {
+		return true
 	}
-	if m.cfg.Router != nil {
-		rctx := chi.NewRouteContext()
-		if m.cfg.Router.Match(rctx, r.Method, r.URL.Path) {
-			if pattern := rctx.RoutePattern(); pattern != "" {
-				return r.Method + " " + pattern
-			}
-		}
-	}
-	return r.Method + " " + rt.Pattern
+	return m.limit(w, r, id, rt)
 }
 
-func needs(policies []*limiter.Policy, part string) bool {
-	for _, p := range policies {
-		for _, k := range p.Key {
-			if k == part {
-				return true
+func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.Identity, rt *compiled) bool {
+	if rt.needsRoute && id.Route == "" {
+		id.Route = r.Method + " " + routePattern(r, rt.fallbackRoute)
+	}
+	policies := rt.Policies
+	var userErr *identity.UsernameError
+	if rt.byUsername && id.Username == "" {
+		name, err := identity.ReadUsername(r, m.cfg.MaxBodyBytes)
+		if err != nil {
+			if !errors.As(err, &userErr) {
+				userErr = &identity.UsernameError{Status: http.StatusBadRequest, Reason: err.Error()}
 			}
+			if !userErr.TooLong {
+				writeError(w, userErr.Status, errorBody{Error: errorCode(userErr.Status), Message: userErr.Reason})
+				return false
+			}
+			// Refused before any normalisation, but charged to the policies
+			// that do not key by username: flooding long names costs the sender.
+			policies = rt.withoutUser
 		}
+		id.Username = name
 	}
-	return false
-}
-
-// readUsername reads the JSON login body for its username and puts the body
-// back for the handler. It returns a status and message when the body
-// cannot be limited by username.
-func (m *Middleware) readUsername(r *http.Request) (string, int, string) {
-	if r.Body == nil {
-		return "", http.StatusBadRequest, `the body must be a JSON object with a "username"`
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, m.cfg.MaxBodyBytes+1))
-	r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return "", http.StatusBadRequest, "could not read the body"
-	}
-	if int64(len(body)) > m.cfg.MaxBodyBytes {
-		return "", http.StatusRequestEntityTooLarge, "the body is larger than " + strconv.FormatInt(m.cfg.MaxBodyBytes, 10) + " bytes"
-	}
-	var login struct {
-		Username *string `json:"username"`
-	}
-	// JSON is UTF-8; encoding/json would quietly turn bad bytes into U+FFFD.
-	if !utf8.Valid(body) || json.Unmarshal(body, &login) != nil || login.Username == nil {
-		return "", http.StatusBadRequest, `the body must be a JSON object with a "username" string`
-	}
-	name, ok := NormalizeUsername(*login.Username)
+	decisions, ok := m.Check(r.Context(), policies, id, 1)
+	header.Set(w.Header(), m.cfg.Clock(), decisions)
 	if !ok {
-		return "", http.StatusBadRequest, "the username is empty"
+		WriteDenied(w, decisions[len(decisions)-1])
+		return false
 	}
-	return name, 0, ""
+	if userErr != nil {
+		writeError(w, userErr.Status, errorBody{Error: errorCode(userErr.Status), Message: "the username is " + userErr.Reason})
+		return false
+	}
+	if delay := maxDelay(decisions); delay > 0 {
+		// leaky_bucket shapes: the request waits for the queue ahead of it,
+		// at most burst/limit·period, as the policy admitted it.
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Middleware) compiledFor(rt *Route) *compiled {
+	for i := range m.routes {
+		if &m.routes[i].Route == rt {
+			return &m.routes[i]
+		}
+	}
+	return nil
+}
+
+// Check charges cost to every policy for id, all or nothing, each scaled by
+// id's plan. It returns the decisions made and whether the request may go on.
+func (m *Middleware) Check(ctx context.Context, policies []*limiter.Policy, id *identity.Identity, cost int64) ([]limiter.Decision, bool) {
+	if len(policies) == 0 {
+		return nil, true
+	}
+	reqs := make([]limiter.Request, len(policies))
+	for i, p := range policies {
+		reqs[i] = limiter.Request{Policy: m.id.PolicyFor(p, id.Plan), Key: m.id.Key(p, id), Cost: cost}
+	}
+	return m.cfg.Limiter.AllowAll(ctx, reqs)
+}
+
+// routePattern is chi's route pattern when chi has routed the request.
+func routePattern(r *http.Request, fallback string) string {
+	if rctx := chi.RouteContext(r.Context()); rctx != nil {
+		if p := rctx.RoutePattern(); p != "" {
+			return p
+		}
+	}
+	return fallback
 }
 
 func maxDelay(ds []limiter.Decision) time.Duration {

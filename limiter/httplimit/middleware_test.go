@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -224,8 +225,13 @@ func TestUnknownAPIKeysCreateNoState(t *testing.T) {
 	// (some may have expired already: a bucket's TTL is its refill time).
 	want := map[string]bool{}
 	for a := range addrs {
-		id := httplimit.Identity{IP: netip.MustParsePrefix(fmt.Sprintf("203.0.%d.%d/32", a/250, a%250)), Tenant: "anonymous", Plan: "anonymous"}
-		want[s.prefix+"{api:"+s.mw.Key(apiPolicy(), id)+"}:tb"] = true
+		r := httptest.NewRequest("GET", "/api/products", nil)
+		r.RemoteAddr = fmt.Sprintf("203.0.%d.%d:9", a/250, a%250)
+		id, err := s.ids.Resolve(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[s.prefix+"{api:"+s.ids.Key(apiPolicy(), id)+"}:tb"] = true
 	}
 	keys := s.storeKeys(t)
 	if len(keys) == 0 {
@@ -243,7 +249,7 @@ func TestUnknownAPIKeysCreateNoState(t *testing.T) {
 func TestShadowMode(t *testing.T) {
 	p := apiPolicy()
 	p.Mode = limiter.Shadow
-	s := newTestServer(t, serverOpts{routes: []httplimit.Route{{Path: "/api/", Prefix: true, Pattern: "/api/*", Policies: []*limiter.Policy{p}}}})
+	s := newTestServer(t, serverOpts{routes: []httplimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{p}}}})
 	for i := range 200 {
 		w := s.do(request{path: "/api/products"})
 		if w.Code != http.StatusOK {
@@ -329,7 +335,7 @@ func TestStoreDown(t *testing.T) {
 // instead of being rejected while the queue has room.
 func TestLeakyBucketDelays(t *testing.T) {
 	p := &limiter.Policy{Name: "shape", Algorithm: limiter.LeakyBucket, Limit: 20, Period: time.Second, Burst: 3, Key: []string{"ip"}}
-	s := newTestServer(t, serverOpts{routes: []httplimit.Route{{Path: "/api/", Prefix: true, Policies: []*limiter.Policy{p}}}})
+	s := newTestServer(t, serverOpts{routes: []httplimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{p}}}})
 	start := time.Now()
 	for i := range 3 {
 		if w := s.do(request{path: "/api/products"}); w.Code != http.StatusOK {

@@ -1,0 +1,57 @@
+package httplimit_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/costgate/costgate/limiter/httplimit"
+)
+
+func TestParseRoute(t *testing.T) {
+	for _, tc := range []struct {
+		pattern      string
+		method, path string
+		prefix       bool
+		hits         []string // "METHOD /path" requests it matches
+		miss         []string
+	}{
+		{"POST /login", "POST", "/login", false,
+			[]string{"POST /login"}, []string{"GET /login", "POST /login/", "POST /login/x"}},
+		{"/api/*", "", "/api/", true,
+			[]string{"GET /api/", "DELETE /api/products/7"}, []string{"GET /api", "GET /apis"}},
+		{"GET /*", "GET", "/", true,
+			[]string{"GET /", "GET /anything"}, []string{"POST /"}},
+		{"  PATCH   /a/b/  ", "PATCH", "/a/b/", false,
+			[]string{"PATCH /a/b/"}, []string{"PATCH /a/b"}},
+	} {
+		t.Run(tc.pattern, func(t *testing.T) {
+			method, path, prefix, err := httplimit.ParseRoute(tc.pattern)
+			if err != nil {
+				t.Fatalf("ParseRoute error: %v", err)
+			}
+			if method != tc.method || path != tc.path || prefix != tc.prefix {
+				t.Errorf("ParseRoute(%q) = %q %q %v, want %q %q %v", tc.pattern, method, path, prefix, tc.method, tc.path, tc.prefix)
+			}
+			for _, req := range tc.hits {
+				m, p, _ := strings.Cut(req, " ")
+				if !httplimit.Matches(tc.pattern, m, p) {
+					t.Errorf("%q does not match %s, want it to", tc.pattern, req)
+				}
+			}
+			for _, req := range tc.miss {
+				m, p, _ := strings.Cut(req, " ")
+				if httplimit.Matches(tc.pattern, m, p) {
+					t.Errorf("%q matches %s, want it not to", tc.pattern, req)
+				}
+			}
+		})
+	}
+	for _, bad := range []string{"", "api/*", "get /x", "/a/*/b", "/api*", "GET /a b", "/products/{id}", "/a//b", "/a?b"} {
+		if _, _, _, err := httplimit.ParseRoute(bad); err == nil {
+			t.Errorf("ParseRoute(%q) accepted", bad)
+		}
+	}
+	if !httplimit.Covers("/api/*", "GET /api/products") || httplimit.Covers("GET /api/*", "/api/x") {
+		t.Error("Covers gets shadowing wrong")
+	}
+}
