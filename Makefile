@@ -17,7 +17,7 @@ deps:
 			echo "the tests need redis-server: sudo apt-get install -y redis-server" >&2; exit 1; \
 		fi; \
 	fi
-	@# graph/playground's browser test drives Debian's headless chromium.
+	@# playground's browser test drives Debian's headless chromium.
 	@if ! [ -x /usr/bin/chromium ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "installing chromium (apt-get)"; \

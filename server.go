@@ -7,6 +7,7 @@
 //
 // A flag beats its environment variable (COSTGATE_ADDR, COSTGATE_CONFIG,
 // COSTGATE_REDIS_URL), which beats the config file, which beats the default.
+// SIGHUP reloads the config file; SIGTERM shuts down gracefully.
 package main
 
 import (
@@ -18,16 +19,22 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/costgate/costgate/internal/config"
+	"github.com/costgate/costgate/internal/server"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr, nil); err != nil {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr, hup, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "costgate:", err)
 		os.Exit(1)
 	}
@@ -38,8 +45,9 @@ func main() {
 const shutdownTimeout = 10 * time.Second
 
 // run starts the server and serves until ctx ends, then shuts down
-// gracefully. ready, when not nil, receives the address it listens on.
-func run(ctx context.Context, args []string, getenv func(string) string, logOut io.Writer, ready chan<- string) error {
+// gracefully. Each value on reload reloads the config file. ready, when not
+// nil, receives the address it listens on.
+func run(ctx context.Context, args []string, getenv func(string) string, logOut io.Writer, reload <-chan os.Signal, ready chan<- string) error {
 	fs := flag.NewFlagSet("costgate", flag.ContinueOnError)
 	fs.SetOutput(logOut)
 	addr := fs.String("addr", "", "listen address (env COSTGATE_ADDR; default :8080)")
@@ -50,52 +58,92 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-
-	cfg, err := LoadConfig(resolve(*configPath, set["config"], getenv("COSTGATE_CONFIG")))
-	if err != nil {
-		return err
+	path := config.Resolve(*configPath, set["config"], getenv("COSTGATE_CONFIG"))
+	load := func() (*config.Config, error) {
+		cfg, err := config.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		err = cfg.ApplyOverrides(config.Resolve(*addr, set["addr"], getenv("COSTGATE_ADDR")),
+			config.Resolve(*redisURL, set["redis"], getenv("COSTGATE_REDIS_URL")))
+		return cfg, err
 	}
-	if err := cfg.ApplyOverrides(resolve(*addr, set["addr"], getenv("COSTGATE_ADDR")), resolve(*redisURL, set["redis"], getenv("COSTGATE_REDIS_URL"))); err != nil {
+	cfg, err := load()
+	if err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(logOut, nil))
-	a, err := newApp(cfg, logger)
+	server.RedisLogger(logger)
+	srv, err := server.New(cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer srv.Close()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           a.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	maxConns := cfg.Server.MaxConnsPerIP
+	if maxConns == 0 {
+		maxConns = config.DefaultMaxConnsPerIP
 	}
-	logger.Info("costgate listening", "addr", ln.Addr().String(), "config", cfg.Source(), "store", a.storeName)
+	refusals := newRefusalLog(logger)
+	ln = server.LimitPerIP(ln, maxConns, refusals.refused)
+	hs := server.HTTPServer(srv, logger)
+	logger.Info("costgate listening", "addr", ln.Addr().String(), "config", cfg.Source(), "store", srv.StoreName())
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	go func() { errc <- hs.Serve(ln) }()
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-reload:
+			next, err := load()
+			if err == nil {
+				err = srv.Reload(next)
+			}
+			if err != nil {
+				logger.Error("config reload failed; the config in effect stays", "config", cfg.Source(), "err", err.Error())
+				continue
+			}
+			logger.Info("config reloaded", "config", next.Source())
+			continue
+		case <-ctx.Done():
+		}
+		break
 	}
 	logger.Info("shutting down", "timeout", shutdownTimeout.String())
-	a.serving.Store(false)
+	srv.SetServing(false)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	if err := hs.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// refusalLog logs connections refused for max_conns_per_ip, at most once a
+// second with the count in between.
+type refusalLog struct {
+	logger *slog.Logger
+	last   time.Time
+	n      int
+}
+
+func newRefusalLog(l *slog.Logger) *refusalLog { return &refusalLog{logger: l} }
+
+// refused is called from the accept loop only: no lock needed.
+func (r *refusalLog) refused(addr netip.Addr) {
+	r.n++
+	if now := time.Now(); now.Sub(r.last) >= time.Second {
+		r.logger.Warn("connection refused: max_conns_per_ip reached", "client", addr.String(), "refused", r.n)
+		r.last, r.n = now, 0
+	}
 }

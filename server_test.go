@@ -22,8 +22,9 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/costgate/costgate/graph"
-	"github.com/costgate/costgate/graph/playground/browsertest"
+	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/limiter/redistest"
+	"github.com/costgate/costgate/playground/browsertest"
 )
 
 // startServer runs the server in process with args and env, and returns its
@@ -34,7 +35,7 @@ func startServer(t *testing.T, args []string, env map[string]string) string {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, args, func(k string) string { return env[k] }, io.Discard, ready)
+		done <- run(ctx, args, func(k string) string { return env[k] }, io.Discard, nil, ready)
 	}()
 	select {
 	case addr := <-ready:
@@ -173,6 +174,7 @@ policies:
 routes:
   - {match: "POST /login", policies: [login_ip]}
   - {match: "/api/*", policies: [api]}
+graphql: {path: ""}
 `
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -259,7 +261,9 @@ func TestBinary(t *testing.T) {
 		addr := make(chan string, 1)
 		var logs strings.Builder
 		var mu sync.Mutex
+		readDone := make(chan struct{})
 		go func() {
+			defer close(readDone)
 			sc := bufio.NewScanner(stderr)
 			for sc.Scan() {
 				mu.Lock()
@@ -285,7 +289,11 @@ func TestBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 		errc := make(chan error, 1)
-		go func() { errc <- cmd.Wait() }()
+		go func() {
+			// Wait closes the pipe: read it to its end first.
+			<-readDone
+			errc <- cmd.Wait()
+		}()
 		select {
 		case err := <-errc:
 			if err != nil {
@@ -326,6 +334,7 @@ policies:
   api: {algorithm: token_bucket, limit: 5, period: 1h, key: [ip], mode: shadow}
 routes:
   - {match: "/api/*", policies: [api]}
+graphql: {path: ""}
 `
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -358,7 +367,7 @@ routes:
 func TestProxyExample(t *testing.T) {
 	up := httptest.NewServer(upstreamHandler())
 	t.Cleanup(up.Close)
-	cfg, err := LoadConfig("examples/proxy/costgate.yaml")
+	cfg, err := config.Load("examples/proxy/costgate.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,6 +416,7 @@ policies:
   api: {algorithm: token_bucket, limit: 3, period: 1h, key: [ip]}
 routes:
   - {match: "/api/*", policies: [api]}
+graphql: {path: ""}
 `, sentinel.Addr())
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -128,7 +128,11 @@ var page = template.Must(template.New("graphiql").Parse(`<!DOCTYPE html>
       const subscriptionUrl = wsProto + '//' + location.host + {{.Endpoint}};
 {{- end}}
       const fetcherHeaders = undefined;
+{{- if .Headers}}
+      const uiHeaders = {{.Headers}};
+{{- else}}
       const uiHeaders = undefined;
+{{- end}}
 
       let plugins = [];
 
@@ -139,6 +143,9 @@ var page = template.Must(template.New("graphiql").Parse(`<!DOCTYPE html>
           isHeadersEditorEnabled: true,
           shouldPersistHeaders: true,
           headers: JSON.stringify(uiHeaders, null, 2),
+{{- if .DefaultQuery}}
+          defaultQuery: {{.DefaultQuery}},
+{{- end}}
           plugins: plugins,
           storage: new PrefixedStorage('{{.StoragePrefix}}'),
           inputValueDeprecation: true

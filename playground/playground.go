@@ -71,7 +71,7 @@ var assets = mustLoadAssets()
 func mustLoadAssets() *assetSet {
 	s, err := loadAssets(assetFS)
 	if err != nil {
-		panic("graph/playground: " + err.Error())
+		panic("playground: " + err.Error())
 	}
 	return s
 }
@@ -170,6 +170,8 @@ type pageData struct {
 	EndpointIsAbsolute   bool
 	SubscriptionEndpoint string
 	StoragePrefix        string
+	DefaultQuery         string
+	Headers              map[string]string // nil: none
 	Nonce                string
 	// Asset URLs, relative to the page's own URL.
 	JsUrl, CssUrl, ReactUrl, ReactDOMUrl template.URL
@@ -182,7 +184,7 @@ type pageData struct {
 // any path not below an "assets/" segment, and the embedded files at
 // "<page path>/assets/<package>-<version>/<file>" (immutable, cached for a
 // year). See the package comment for how to mount it.
-func Handler(title, endpoint string) http.Handler {
+func Handler(title, endpoint string, opts ...Option) http.Handler {
 	h := &handler{
 		data: pageData{
 			Title:                title,
@@ -192,12 +194,33 @@ func Handler(title, endpoint string) http.Handler {
 		},
 		csp: contentSecurityPolicy(endpoint),
 	}
+	for _, opt := range opts {
+		opt(&h.data)
+	}
 	p := assets.paths()
 	h.data.JsSRI = assets.files[p.GraphiQLJS].sri
 	h.data.CssSRI = assets.files[p.GraphiQLCSS].sri
 	h.data.ReactSRI = assets.files[p.React].sri
 	h.data.ReactDOMSRI = assets.files[p.ReactDOM].sri
 	return h
+}
+
+// Option configures the page.
+type Option func(*pageData)
+
+// WithDefaultQuery opens the editor with query when the browser has none of
+// its own stored.
+func WithDefaultQuery(query string) Option { return func(d *pageData) { d.DefaultQuery = query } }
+
+// WithHeaders fills the headers editor, e.g. with a demo API key, so that
+// the first query a newcomer runs is charged to it and shows its budget.
+func WithHeaders(h map[string]string) Option {
+	return func(d *pageData) {
+		d.Headers = make(map[string]string, len(h))
+		for k, v := range h {
+			d.Headers[k] = v
+		}
+	}
 }
 
 type handler struct {

@@ -25,8 +25,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/costgate/costgate/graph"
-	"github.com/costgate/costgate/graph/playground"
-	"github.com/costgate/costgate/graph/playground/browsertest"
+	"github.com/costgate/costgate/playground"
+	"github.com/costgate/costgate/playground/browsertest"
 )
 
 const testCost = 42

@@ -1,10 +1,14 @@
 // Command embed is a gqlgen server of your own with costgate embedded: the
-// extension prices, charges and refunds each operation, and the middleware
-// around the handler turns its decisions into HTTP statuses and headers.
+// cost limit prices, charges and refunds each operation, and answers with
+// the HTTP status and rate-limit headers its decision calls for.
 //
 //	go run ./examples/embed
 //	curl -s localhost:8082/graphql -H 'Content-Type: application/json' \
 //	  -d '{"query":"{ products(first: 10) { nodes { title variants(first: 5) { sku } } } }"}'
+//
+// Your schema declares @cost and @listSize (see graph/schema.graphqls), and
+// gqlgen.yml marks them skip_runtime: true: costgate reads them, gqlgen
+// must not try to run them.
 package main
 
 import (
@@ -20,7 +24,7 @@ import (
 	"github.com/costgate/costgate/graph" // stands in for your gqlgen package
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
-	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/memstore"
 )
 
@@ -32,25 +36,24 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// 50 cost units a second per caller, 1000 at once; refunds need a token bucket.
-	policy := &limiter.Policy{Name: "graphql", Algorithm: limiter.TokenBucket, Limit: 50, Period: time.Second, Burst: 1000,
-		Key: []string{httplimit.PartTenant, httplimit.PartAPIKey}}
-	if err := policy.Validate(); err != nil {
-		log.Fatal(err)
-	}
+	// Who pays: the API key's tenant, or the client address without one.
 	hashKey := make([]byte, 32)
-	rand.Read(hashKey)
-	// httplimit resolves who pays: API key, tenant and plan, or the client IP.
-	identity, err := httplimit.New(httplimit.Config{
-		Limiter: lim,
-		APIKeys: map[string]httplimit.APIKey{"key-123": {Tenant: "example", Plan: "pro"}},
-		Plans:   map[string]int64{"pro": 5},
+	rand.Read(hashKey) // one process; gateways sharing Redis share one key
+	ids, err := identity.New(identity.Config{
 		HashKey: hashKey,
+		APIKeys: identity.Table{"key-123": {Tenant: "example", Plan: "pro"}},
+		Plans:   map[string]int64{"pro": 5},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	cost, err := gqllimit.New(gqllimit.Config{Limiter: lim, Policy: policy, Identity: identity, MaxCost: 1000, Refund: true})
+	// 50 cost units a second per caller, 1000 at once; refunds need a token bucket.
+	cost, err := gqllimit.New(gqllimit.Config{
+		Limiter:  lim,
+		Identity: ids,
+		Policy: &limiter.Policy{Name: "graphql", Algorithm: limiter.TokenBucket, Limit: 50, Period: time.Second, Burst: 1000,
+			Key: []string{identity.PartTenant, identity.PartAPIKey}},
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -58,9 +61,7 @@ func main() {
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop()}}))
 	srv.AddTransport(transport.POST{})
 	srv.AddTransport(transport.GET{})
-	srv.Use(cost.Extension())
-
-	http.Handle("/graphql", cost.Middleware(srv))
+	http.Handle("/graphql", cost.Handler(srv)) // installs the extension and wraps the server
 	log.Printf("listening on %s", *addr)
 	log.Fatal(http.ListenAndServe(*addr, nil))
 }

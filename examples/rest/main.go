@@ -21,6 +21,7 @@ import (
 
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/memstore"
 	"github.com/costgate/costgate/limiter/redisstore"
 )
@@ -50,26 +51,28 @@ func main() {
 
 	perKey := &limiter.Policy{
 		Name: "per_key", Algorithm: limiter.TokenBucket, Limit: 100, Period: time.Minute, Burst: 20,
-		Key: []string{httplimit.PartTenant, httplimit.PartAPIKey}, OnStoreError: limiter.FailAllow,
-	}
-	if err := perKey.Validate(); err != nil {
-		log.Fatal(err)
+		Key: []string{identity.PartTenant, identity.PartAPIKey}, OnStoreError: limiter.FailAllow,
 	}
 	lim, err := limiter.New(store, limiter.WithLogger(slog.Default()))
 	if err != nil {
 		log.Fatal(err)
 	}
-	r := chi.NewRouter()
-	mw, err := httplimit.New(httplimit.Config{
-		Limiter: lim,
-		Routes:  []httplimit.Route{{Path: "/v1/", Prefix: true, Pattern: "/v1/*", Policies: []*limiter.Policy{perKey}}},
-		APIKeys: map[string]httplimit.APIKey{"key-123": {Tenant: "example", Plan: "free"}},
+	ids, err := identity.New(identity.Config{
 		HashKey: hashKey,
-		Router:  r,
+		APIKeys: identity.Table{"key-123": {Tenant: "example", Plan: "free"}},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
+	mw, err := httplimit.New(httplimit.Config{
+		Limiter:  lim,
+		Identity: ids,
+		Routes:   []httplimit.Route{{Pattern: "/v1/*", Policies: []*limiter.Policy{perKey}}}, // the config file's syntax
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := chi.NewRouter()
 	r.Use(mw.Handler)
 	r.Get("/v1/hello", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -13,17 +13,18 @@ import (
 	"time"
 
 	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/httplimit"
 )
 
 func TestDemoConfig(t *testing.T) {
-	c := DemoConfig()
+	c := Demo()
 	if got, want := c.Source(), "built-in demo config"; got != want {
 		t.Errorf("Source() = %q, want %q", got, want)
 	}
 	if got, want := c.Listen, ":8080"; got != want {
 		t.Errorf("listen = %q, want %q", got, want)
 	}
-	if got, want := c.Store, (StoreConfig{Gateways: 1, KeyPrefix: "rl:"}); !reflect.DeepEqual(got, want) {
+	if got, want := c.Store, (StoreConfig{Gateways: 1, KeyPrefix: "rl:", Memory: MemoryConfig{MaxKeys: 1 << 20}}); !reflect.DeepEqual(got, want) {
 		t.Errorf("store = %+v, want %+v (the in-memory store)", got, want)
 	}
 	wantIdentity := IdentityConfig{
@@ -54,10 +55,7 @@ func TestDemoConfig(t *testing.T) {
 		"graphql": {Name: "graphql", Algorithm: limiter.TokenBucket, Limit: 50, Period: time.Second, Burst: 1000,
 			Key: []string{"tenant", "api_key"}, OnStoreError: limiter.FailAllow},
 	}
-	policies, err := c.LimiterPolicies()
-	if err != nil {
-		t.Fatalf("LimiterPolicies() error: %v", err)
-	}
+	policies := c.LimiterPolicies()
 	if !reflect.DeepEqual(policies, wantPolicies) {
 		for name, p := range policies {
 			t.Logf("got %s: %+v", name, *p)
@@ -65,16 +63,12 @@ func TestDemoConfig(t *testing.T) {
 		t.Errorf("LimiterPolicies() differs from SPEC §5")
 	}
 
-	wantRoutes := []RouteRule{
-		{Method: "POST", Path: "/login", Policies: []string{"login_ip", "login_user"}},
-		{Path: "/api/", Prefix: true, Policies: []string{"api"}},
+	wantRoutes := []httplimit.Route{
+		{Pattern: "POST /login", Policies: []*limiter.Policy{wantPolicies["login_ip"], wantPolicies["login_user"]}},
+		{Pattern: "/api/*", Policies: []*limiter.Policy{wantPolicies["api"]}},
 	}
-	rules, err := c.RouteRules()
-	if err != nil {
-		t.Fatalf("RouteRules() error: %v", err)
-	}
-	if !reflect.DeepEqual(rules, wantRoutes) {
-		t.Errorf("RouteRules() = %+v, want %+v", rules, wantRoutes)
+	if got := c.HTTPRoutes(policies); !reflect.DeepEqual(got, wantRoutes) {
+		t.Errorf("HTTPRoutes() = %+v, want %+v", got, wantRoutes)
 	}
 
 	wantGraphQL := GraphQLConfig{
@@ -91,25 +85,25 @@ func TestDemoConfig(t *testing.T) {
 }
 
 func TestDemoConfigIsFresh(t *testing.T) {
-	a := DemoConfig()
+	a := Demo()
 	a.Identity.APIKeys["stolen"] = APIKeyConfig{Tenant: "x", Plan: "y"}
 	a.Routes[0].Policies[0] = "changed"
-	b := DemoConfig()
+	b := Demo()
 	if _, ok := b.Identity.APIKeys["stolen"]; ok {
-		t.Error("DemoConfig() shares its api_keys map between calls")
+		t.Error("Demo() shares its api_keys map between calls")
 	}
 	if got, want := b.Routes[0].Policies[0], "login_ip"; got != want {
-		t.Errorf("second DemoConfig() routes[0].policies[0] = %q, want %q", got, want)
+		t.Errorf("second Demo() routes[0].policies[0] = %q, want %q", got, want)
 	}
 }
 
 func TestLoadConfigEmptyPathIsDemo(t *testing.T) {
-	c, err := LoadConfig("")
+	c, err := Load("")
 	if err != nil {
-		t.Fatalf("LoadConfig(\"\") error: %v", err)
+		t.Fatalf("Load(\"\") error: %v", err)
 	}
-	if !reflect.DeepEqual(c, DemoConfig()) {
-		t.Error("LoadConfig(\"\") is not the demo config")
+	if !reflect.DeepEqual(c, Demo()) {
+		t.Error("Load(\"\") is not the demo config")
 	}
 }
 
@@ -119,22 +113,22 @@ func TestParseConfigDefaults(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml, wantListen string
 	}{
-		{"listen only", `listen: ":9000"`, ":9000"},
-		{"empty file", "", ":8080"},
-		{"comments only", "# nothing here\n", ":8080"},
-		{"document marker only", "---\n", ":8080"},
-		{"null sections", "store:\nidentity:\ngraphql:\nlisten:\n", ":8080"},
-		{"byte order mark", "\ufefflisten: \":9000\"\n", ":9000"},
+		{"listen only", "listen: \":9000\"\n" + noGraphQL, ":9000"},
+		{"nothing but GraphQL off", noGraphQL, ":8080"},
+		{"comments", "# nothing here\n" + noGraphQL, ":8080"},
+		{"document marker", "---\n" + noGraphQL, ":8080"},
+		{"null sections", "store:\nidentity:\nlisten:\n" + noGraphQL, ":8080"},
+		{"byte order mark", "\ufefflisten: \":9000\"\n" + noGraphQL, ":9000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := ParseConfig("costgate.yaml", []byte(tc.yaml))
+			c, err := Parse("costgate.yaml", []byte(tc.yaml))
 			if err != nil {
-				t.Fatalf("ParseConfig error: %v", err)
+				t.Fatalf("Parse error: %v", err)
 			}
 			if got := c.Listen; got != tc.wantListen {
 				t.Errorf("listen = %q, want %q", got, tc.wantListen)
 			}
-			if got, want := c.Store, (StoreConfig{Gateways: 1, KeyPrefix: "rl:"}); !reflect.DeepEqual(got, want) {
+			if got, want := c.Store, (StoreConfig{Gateways: 1, KeyPrefix: "rl:", Memory: MemoryConfig{MaxKeys: 1 << 20}}); !reflect.DeepEqual(got, want) {
 				t.Errorf("store = %+v, want %+v", got, want)
 			}
 			if got, want := c.Identity.APIKeyHeader, "X-API-Key"; got != want {
@@ -158,8 +152,8 @@ func TestParseConfigDefaults(t *testing.T) {
 			if n := len(c.Routes); n != 0 {
 				t.Errorf("got %d routes, want none", n)
 			}
-			want := DemoConfig().GraphQL
-			want.Policy = "" // the default names a policy the file does not define
+			want := Demo().GraphQL
+			want.Path = "" // the file turned GraphQL off
 			if got := c.GraphQL; got != want {
 				t.Errorf("graphql = %+v, want %+v", got, want)
 			}
@@ -167,11 +161,32 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 }
 
+// noGraphQL turns GraphQL off, for files about something else.
+const noGraphQL = "graphql: {path: \"\"}\n"
+
+// A file that serves GraphQL must name the policy that charges it: without
+// one, GraphQL would be served unlimited, in silence.
+func TestParseConfigRefusesUnlimitedGraphQL(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"empty file", "", `bad.yaml: graphql.policy: unknown policy "graphql" (policies defines none); define it, or set graphql.path: "" to serve no GraphQL`},
+		{"routes but no graphql section", apiPolicy + "routes:\n  - {match: \"/api/*\", policies: [api]}\n",
+			`bad.yaml: graphql.policy: unknown policy "graphql" (defined: api); define it, or set graphql.path: "" to serve no GraphQL`},
+		{"explicit empty policy", apiPolicy + "graphql: {policy: \"\"}\n", `bad.yaml:3: graphql.policy: required while graphql.path is set`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("bad.yaml", []byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestParseConfigGraphQLPolicyDefault(t *testing.T) {
 	const yaml = "policies:\n  graphql: {algorithm: token_bucket, limit: 5, period: 1s, key: [ip]}\n"
-	c, err := ParseConfig("costgate.yaml", []byte(yaml))
+	c, err := Parse("costgate.yaml", []byte(yaml))
 	if err != nil {
-		t.Fatalf("ParseConfig error: %v", err)
+		t.Fatalf("Parse error: %v", err)
 	}
 	if got, want := c.GraphQL.Policy, "graphql"; got != want {
 		t.Errorf("graphql.policy = %q, want %q (the default, now that the policy exists)", got, want)
@@ -180,9 +195,9 @@ func TestParseConfigGraphQLPolicyDefault(t *testing.T) {
 
 func TestLoadConfigFiles(t *testing.T) {
 	t.Run("production", func(t *testing.T) {
-		c, err := LoadConfig(filepath.Join("testdata", "config", "production.yaml"))
+		c, err := Load(filepath.Join("testdata", "config", "production.yaml"))
 		if err != nil {
-			t.Fatalf("LoadConfig error: %v", err)
+			t.Fatalf("Load error: %v", err)
 		}
 		want := &RedisConfig{URL: "redis://redis.internal:6379/2", Timeout: 20 * time.Millisecond}
 		if got := c.Store.Redis; !reflect.DeepEqual(got, want) {
@@ -224,30 +239,24 @@ func TestLoadConfigFiles(t *testing.T) {
 		if got := c.Warnings(); !slices.Equal(got, wantWarnings) {
 			t.Errorf("Warnings() = %q, want %q", got, wantWarnings)
 		}
-		policies, err := c.LimiterPolicies()
-		if err != nil {
-			t.Fatalf("LimiterPolicies() error: %v", err)
-		}
+		policies := c.LimiterPolicies()
 		wantAPI := &limiter.Policy{Name: "api", Algorithm: limiter.LeakyBucket, Limit: 100, Period: time.Second,
 			Burst: 20, Key: []string{"tenant"}, Mode: limiter.Shadow, OnStoreError: limiter.FailLocal}
 		if got := policies["api"]; !reflect.DeepEqual(got, wantAPI) {
 			t.Errorf("policy api = %+v, want %+v", got, wantAPI)
 		}
-		rules, err := c.RouteRules()
-		if err != nil {
-			t.Fatalf("RouteRules() error: %v", err)
-		}
+		rules := c.HTTPRoutes(policies)
 		if got, want := len(rules), 3; got != want {
 			t.Fatalf("got %d routes, want %d", got, want)
 		}
 		if got := rules[0].Policies; len(got) != 0 {
-			t.Errorf("routes[0].policies = %q, want none (an exemption)", got)
+			t.Errorf("routes[0].policies = %v, want none (an exemption)", got)
 		}
 	})
 	t.Run("cluster", func(t *testing.T) {
-		c, err := LoadConfig(filepath.Join("testdata", "config", "cluster.yaml"))
+		c, err := Load(filepath.Join("testdata", "config", "cluster.yaml"))
 		if err != nil {
-			t.Fatalf("LoadConfig error: %v", err)
+			t.Fatalf("Load error: %v", err)
 		}
 		want := &RedisConfig{Cluster: []string{"10.0.0.1:7001", "10.0.0.2:7001", "[fd00::3]:7001"}, Timeout: 50 * time.Millisecond}
 		if got := c.Store.Redis; !reflect.DeepEqual(got, want) {
@@ -255,9 +264,9 @@ func TestLoadConfigFiles(t *testing.T) {
 		}
 	})
 	t.Run("sentinel", func(t *testing.T) {
-		c, err := LoadConfig(filepath.Join("testdata", "config", "sentinel.yaml"))
+		c, err := Load(filepath.Join("testdata", "config", "sentinel.yaml"))
 		if err != nil {
-			t.Fatalf("LoadConfig error: %v", err)
+			t.Fatalf("Load error: %v", err)
 		}
 		want := &RedisConfig{
 			Sentinel: &SentinelConfig{Master: "mymaster", Addrs: []string{"10.0.0.1:26379", "10.0.0.2:26379"}},
@@ -268,9 +277,9 @@ func TestLoadConfigFiles(t *testing.T) {
 		}
 	})
 	t.Run("anchors and merge keys", func(t *testing.T) {
-		c, err := LoadConfig(filepath.Join("testdata", "config", "merge.yaml"))
+		c, err := Load(filepath.Join("testdata", "config", "merge.yaml"))
 		if err != nil {
-			t.Fatalf("LoadConfig error: %v", err)
+			t.Fatalf("Load error: %v", err)
 		}
 		want := map[string]PolicyConfig{
 			"login_ip": {Algorithm: limiter.SlidingLog, Limit: 10, Period: 5 * time.Minute, Key: []string{"ip"},
@@ -286,9 +295,9 @@ func TestLoadConfigFiles(t *testing.T) {
 		}
 	})
 	t.Run("missing file", func(t *testing.T) {
-		_, err := LoadConfig(filepath.Join("testdata", "config", "nope.yaml"))
+		_, err := Load(filepath.Join("testdata", "config", "nope.yaml"))
 		if !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("LoadConfig error = %v, want one wrapping os.ErrNotExist", err)
+			t.Errorf("Load error = %v, want one wrapping os.ErrNotExist", err)
 		}
 	})
 }
@@ -296,32 +305,35 @@ func TestLoadConfigFiles(t *testing.T) {
 // TestParseConfigReportsEveryProblem: one error, one line per problem, in file order.
 func TestParseConfigReportsEveryProblem(t *testing.T) {
 	name := filepath.Join("testdata", "config", "broken.yaml")
-	_, err := LoadConfig(name)
+	_, err := Load(name)
 	if err == nil {
 		t.Fatal("LoadConfig succeeded, want an error")
 	}
 	want := []string{
 		name + ":3: store.gateways: must be at least 1, got 0",
 		name + ":7: policies.api.limit: must be at least 1, got 0",
-		name + `:9: policies.api.key[1]: unknown key part "user" (one of ip, api_key, tenant, plan, username, route)`,
+		name + `:9: policies.api.key[1]: unknown key part "user" (one of ip, api_key, tenant, plan, username, route, header:NAME)`,
 		name + `:11: routes[0].policies[1]: unknown policy "nope" (defined: api)`,
-		name + `:13: graphql.policy: unknown policy "missing" (defined: api)`,
-		name + ":14: graphql.max_depth: must not be negative, got -1",
+		name + `:13: graphql.policy: unknown policy "missing" (defined: api); define it, or set graphql.path: "" to serve no GraphQL`,
+		name + ":14: graphql.max_depth: must not be negative, got -1 (0 takes the default)",
 	}
 	if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, want) {
 		t.Errorf("got error lines\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Fatalf("error %T is not a *ConfigError", err)
+		t.Fatalf("error %T is not a *Error", err)
 	}
-	if got, want := *ce, (ConfigError{File: name, Line: 3, Field: "store.gateways", Reason: "must be at least 1, got 0"}); got != want {
-		t.Errorf("first ConfigError = %+v, want %+v", got, want)
+	if got, want := *ce, (Error{File: name, Line: 3, Field: "store.gateways", Reason: "must be at least 1, got 0"}); got != want {
+		t.Errorf("first Error = %+v, want %+v", got, want)
 	}
 }
 
 // A valid policy block for the error cases to refer to.
 const apiPolicy = "policies:\n  api: {algorithm: token_bucket, limit: 100, period: 1m, key: [ip]}\n"
+
+// gqlPolicy defines the policy graphql.policy names by default.
+const gqlPolicy = "policies:\n  graphql: {algorithm: token_bucket, limit: 100, period: 1s, key: [ip]}\n"
 
 // badConfigs are broken files with a substring their error must contain:
 // the file, the line, the field and the reason.
@@ -343,8 +355,8 @@ var badConfigs = []struct {
 	{"complex key", "? [a]\n: 1\n", "bad.yaml:2: YAML: found an invalid key for this map", ""},
 
 	// Unknown keys.
-	{"unknown top-level key", "lisen: \":8080\"\n", "bad.yaml:1: lisen: unknown key (want one of listen, store, identity, plans, policies, routes, graphql)", ""},
-	{"unknown store key", "store:\n  gateway: 2\n", "bad.yaml:2: store.gateway: unknown key (want one of redis, gateways, key_prefix)", ""},
+	{"unknown top-level key", "lisen: \":8080\"\n", "bad.yaml:1: lisen: unknown key (want one of listen, server, store, identity, plans, policies, routes, graphql, cors)", ""},
+	{"unknown store key", "store:\n  gateway: 2\n", "bad.yaml:2: store.gateway: unknown key (want one of redis, memory, gateways, key_prefix)", ""},
 	{"unknown policy key", "policies:\n  api: {algorithm: token_bucket, limit: 1, period: 1s, key: [ip], burts: 5}\n",
 		"bad.yaml:2: policies.api.burts: unknown key (want one of algorithm, limit, period, burst, key, mode, on_store_error)", ""},
 	{"unknown graphql key", "graphql:\n  max_complexity: 5\n", "bad.yaml:2: graphql.max_complexity: unknown key", ""},
@@ -443,7 +455,7 @@ var badConfigs = []struct {
 	{"bad policy name", "policies:\n  \"api v2\": {algorithm: token_bucket, limit: 5, period: 1s, key: [ip]}\n",
 		`bad.yaml:2: policies["api v2"]: policy names are letters, digits`, ""},
 	{"missing key", "policies:\n  api: {algorithm: token_bucket, limit: 5, period: 1s}\n",
-		"bad.yaml:2: policies.api.key: required: a list of ip, api_key, tenant, plan, username, route", ""},
+		"bad.yaml:2: policies.api.key: required: the parts that tell callers apart", ""},
 	{"unknown key part", "policies:\n  api: {algorithm: token_bucket, limit: 5, period: 1s, key: [ip, user]}\n",
 		`bad.yaml:2: policies.api.key[1]: unknown key part "user"`, ""},
 	{"repeated key part", "policies:\n  api:\n    algorithm: token_bucket\n    limit: 5\n    period: 1s\n    key:\n      - ip\n      - ip\n",
@@ -465,9 +477,9 @@ var badConfigs = []struct {
 	{"route three words", "routes:\n  - match: \"GET /a b\"\n", `bad.yaml:2: routes[0].match: "GET /a b": want "METHOD /path" or "/path"`, ""},
 	{"route path parameter", "routes:\n  - match: \"/products/{id}\"\n", `bad.yaml:2: routes[0].match: "/products/{id}": path parameters are not supported`, ""},
 	{"route unclean path", "routes:\n  - match: \"/a//b\"\n", `bad.yaml:2: routes[0].match: "/a//b": path is not clean (want "/a/b")`, ""},
-	{"duplicate route", "routes:\n  - match: /api/*\n  - match: /api/*\n", `bad.yaml:3: routes[1].match: duplicate route "/api/*": routes[0] has it`, ""},
+	{"duplicate route", "routes:\n  - match: /api/*\n  - match: /api/*\n", `bad.yaml:3: routes[1].match: duplicate route "/api/*": route 0 has it`, ""},
 	{"shadowed route", "routes:\n  - match: /api/*\n  - match: GET /api/products\n",
-		`bad.yaml:3: routes[1].match: never matches: routes[0] ("/api/*") comes first`, ""},
+		`bad.yaml:3: routes[1].match: never matches: route 0 ("/api/*") comes first`, ""},
 	{"route on the GraphQL path", "routes:\n  - match: POST /graphql\n",
 		"bad.yaml:2: routes[0].match: /graphql is the GraphQL path: it is configured under graphql, not routes", ""},
 
@@ -476,10 +488,13 @@ var badConfigs = []struct {
 	{"graphql policy given, none defined", "graphql: {policy: graphql}\n",
 		`bad.yaml:1: graphql.policy: unknown policy "graphql" (policies defines none)`, ""},
 	{"graphql policy not a token bucket", "policies:\n  g: {algorithm: sliding_window, limit: 5, period: 1s, key: [ip]}\ngraphql:\n  policy: g\n",
-		`bad.yaml:4: graphql.policy: policy "g" is a sliding_window; it must be a token_bucket (refunds need one)`, ""},
-	{"graphql mode", "graphql:\n  mode: observe\n", `bad.yaml:2: graphql.mode: want enforce or measure, got "observe"`, ""},
+		`bad.yaml:4: graphql.policy: policy "g" is a sliding_window; GraphQL needs a token_bucket (refunds need one)`, ""},
+	{"graphql mode", "graphql:\n  mode: observe\n", `bad.yaml:2: graphql.mode: unknown mode "observe" (enforce or measure)`, ""},
 	{"graphql negative max_depth", "graphql:\n  max_depth: -1\n", "bad.yaml:2: graphql.max_depth: must not be negative, got -1", ""},
-	{"graphql token limit off", "graphql:\n  max_tokens: 0\n", "bad.yaml:2: graphql.max_tokens: must be at least 1: the parser's token limit is always on", ""},
+	{"server max_conns_per_ip negative", "server: {max_conns_per_ip: -1}\n", "bad.yaml:1: server.max_conns_per_ip: must not be negative", ""},
+	{"memory max_keys negative", "store: {memory: {max_keys: -5}}\n", "bad.yaml:1: store.memory.max_keys: must not be negative, got -5", ""},
+	{"graphql negative input_object_cost", "graphql: {input_object_cost: -1}\n", "bad.yaml:1: graphql.input_object_cost: must not be negative, got -1", ""},
+	{"cors origin with a path", "cors: {allowed_origins: [\"https://app.example.com/x\"]}\n", `bad.yaml:1: cors.allowed_origins[0]: want an origin such as "https://app.example.com", or "*"`, ""},
 	{"graphql negative max_body_bytes", "graphql:\n  max_body_bytes: -1\n", "bad.yaml:2: graphql.max_body_bytes: must not be negative, got -1", ""},
 	{"graphql negative mutation_cost", "graphql: {mutation_cost: -10}\n", "bad.yaml:1: graphql.mutation_cost: must not be negative, got -10", ""},
 	{"schema without upstream", "graphql:\n  schema: upstream.graphql\n", "bad.yaml:1: graphql.upstream: required with graphql.schema", ""},
@@ -489,10 +504,10 @@ var badConfigs = []struct {
 	{"graphql path", "graphql:\n  path: graphql\n", `bad.yaml:2: graphql.path: want a plain path such as /graphql, got "graphql"`, ""},
 }
 
-func TestParseConfigErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	for _, tc := range badConfigs {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := ParseConfig("bad.yaml", []byte(tc.yaml))
+			c, err := Parse("bad.yaml", []byte(tc.yaml))
 			if err == nil {
 				t.Fatalf("ParseConfig succeeded (%+v), want an error containing %q", c, tc.want)
 			}
@@ -512,44 +527,46 @@ func TestParseConfigAccepts(t *testing.T) {
 		name, yaml string
 		check      func(t *testing.T, c *Config)
 	}{
-		{"api key plan not in plans", "identity:\n  api_keys:\n    k: {tenant: acme, plan: gold}\n", func(t *testing.T, c *Config) {
+		{"api key plan not in plans", "identity:\n  api_keys:\n    k: {tenant: acme, plan: gold}\n" + noGraphQL, func(t *testing.T, c *Config) {
 			if got := c.PlanMultiplier("gold"); got != 1 {
 				t.Errorf("PlanMultiplier(gold) = %d, want 1", got)
 			}
 		}},
-		{"zero graphql limits", "graphql: {max_cost: 0, max_depth: 0, introspection_cost: 0}\n", func(t *testing.T, c *Config) {
-			if c.GraphQL.MaxCost != 0 || c.GraphQL.MaxDepth != 0 {
-				t.Errorf("graphql = %+v, want max_cost and max_depth 0", c.GraphQL)
+		// 0 means the library's default, as an absent limit does; the log says so.
+		{"zero graphql limits", gqlPolicy + "graphql: {max_cost: 0, max_depth: 0, max_tokens: 0, introspection_cost: 0}\n", func(t *testing.T, c *Config) {
+			if l := c.GraphQLLimits(); l.MaxCost != 0 || l.MaxDepth != 0 || l.MaxTokens != 0 {
+				t.Errorf("limits = %+v, want zeros (gqllimit's defaults)", l)
+			}
+			want := []string{"graphql.max_cost: 0 takes the default, 1000 (there is no way to turn it off)",
+				"graphql.max_depth: 0 takes the default, 15 (there is no way to turn it off)",
+				"graphql.max_tokens: 0 takes the default, 15000 (there is no way to turn it off)"}
+			if got := c.Warnings(); !slices.Equal(got, want) {
+				t.Errorf("Warnings() = %q, want %q", got, want)
 			}
 		}},
-		{"explicit empty graphql policy", "policies:\n  graphql: {algorithm: token_bucket, limit: 5, period: 1s, key: [ip]}\ngraphql: {policy: \"\"}\n",
-			func(t *testing.T, c *Config) {
-				if got := c.GraphQL.Policy; got != "" {
-					t.Errorf("graphql.policy = %q, want empty", got)
-				}
-			}},
-		{"null redis is the memory store", "store:\n  redis:\n", func(t *testing.T, c *Config) {
+		{"null redis is the memory store", "store:\n  redis:\n" + noGraphQL, func(t *testing.T, c *Config) {
 			if c.Store.Redis != nil {
 				t.Errorf("store.redis = %+v, want nil", c.Store.Redis)
 			}
 		}},
-		{"hash key with the memory store", "identity: {hash_key: 0123456789abcdef}\n", func(t *testing.T, c *Config) {
+		{"hash key with the memory store", "identity: {hash_key: 0123456789abcdef}\n" + noGraphQL, func(t *testing.T, c *Config) {
 			if got, want := c.Identity.HashKey, "0123456789abcdef"; got != want {
 				t.Errorf("identity.hash_key = %q, want %q", got, want)
 			}
 		}},
-		{"method route after a method-less one elsewhere", "routes:\n  - match: /api/a\n  - match: GET /api/*\n  - match: /api/*\n", nil},
-		{"unix socket redis", "identity: {hash_key: 0123456789abcdef}\nstore: {redis: {url: \"unix:///run/redis.sock\"}}\n", nil},
-		{"integers in other notations", "store: {gateways: 0x2}\ngraphql: {max_body_bytes: 1_000_000}\n", func(t *testing.T, c *Config) {
+		{"method route after a method-less one elsewhere", apiPolicy + noGraphQL + "routes:\n  - {match: /api/a, policies: [api]}\n  - match: GET /api/*\n  - match: /api/*\n", nil},
+		{"unix socket redis", "identity: {hash_key: 0123456789abcdef}\nstore: {redis: {url: \"unix:///run/redis.sock\"}}\n" + noGraphQL, nil},
+		{"header and app key parts", "policies:\n  org: {algorithm: token_bucket, limit: 5, period: 1s, key: [\"header:X-Org-Id\", route]}\n" + noGraphQL, nil},
+		{"integers in other notations", gqlPolicy + "store: {gateways: 0x2}\ngraphql: {max_body_bytes: 1_000_000}\n", func(t *testing.T, c *Config) {
 			if c.Store.Gateways != 2 || c.GraphQL.MaxBodyBytes != 1000000 {
 				t.Errorf("gateways, max_body_bytes = %d, %d, want 2, 1000000", c.Store.Gateways, c.GraphQL.MaxBodyBytes)
 			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := ParseConfig("ok.yaml", []byte(tc.yaml))
+			c, err := Parse("ok.yaml", []byte(tc.yaml))
 			if err != nil {
-				t.Fatalf("ParseConfig error: %v", err)
+				t.Fatalf("Parse error: %v", err)
 			}
 			if tc.check != nil {
 				tc.check(t, c)
@@ -564,13 +581,13 @@ func TestParseConfigAliasExpansion(t *testing.T) {
 	t.Run("merge chain", func(t *testing.T) {
 		// Each policy merges nine copies of the one before: 9^29 if expanded.
 		var b strings.Builder
-		b.WriteString("policies:\n  p0: &a0 {algorithm: token_bucket, limit: 1, period: 1s, key: [ip]}\n")
+		b.WriteString(noGraphQL + "policies:\n  p0: &a0 {algorithm: token_bucket, limit: 1, period: 1s, key: [ip]}\n")
 		for i := 1; i < 30; i++ {
 			fmt.Fprintf(&b, "  p%d: &a%d {<<: [%s]}\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 9), ", "))
 		}
-		c, err := ParseConfig("merge.yaml", []byte(b.String()))
+		c, err := Parse("merge.yaml", []byte(b.String()))
 		if err != nil {
-			t.Fatalf("ParseConfig error: %v", err)
+			t.Fatalf("Parse error: %v", err)
 		}
 		if got, want := c.Policies["p29"].Limit, int64(1); got != want {
 			t.Errorf("policies.p29.limit = %d, want %d", got, want)
@@ -584,9 +601,9 @@ func TestParseConfigAliasExpansion(t *testing.T) {
 		for i := range 200 {
 			fmt.Fprintf(&b, "  p%d: {key: *parts}\n", i)
 		}
-		_, err := ParseConfig("big.yaml", []byte(b.String()))
+		_, err := Parse("big.yaml", []byte(b.String()))
 		if want := "the document is too large once aliases are expanded"; err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("ParseConfig error = %.200v, want it to contain %q", err, want)
+			t.Errorf("Parse error = %.200v, want it to contain %q", err, want)
 		}
 	})
 }
@@ -606,7 +623,7 @@ func TestConfigResolve(t *testing.T) {
 		{"flag set empty clears env", "", true, ":6000", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := resolve(tc.flagVal, tc.flagSet, tc.env); got != tc.want {
+			if got := Resolve(tc.flagVal, tc.flagSet, tc.env); got != tc.want {
 				t.Errorf("resolve(%q, %t, %q) = %q, want %q", tc.flagVal, tc.flagSet, tc.env, got, tc.want)
 			}
 		})
@@ -617,9 +634,9 @@ func TestConfigResolve(t *testing.T) {
 // config file, which beats the default.
 func TestConfigApplyOverrides(t *testing.T) {
 	const (
-		fileListen = "listen: \":9000\"\n"
-		fileRedis  = "identity: {hash_key: 0123456789abcdef}\nstore:\n  redis: {url: \"redis://file:6379/1\", timeout: 20ms}\n"
-		fileClust  = "identity: {hash_key: 0123456789abcdef}\nstore:\n  redis: {cluster: [\"a:1\", \"b:1\"]}\n"
+		fileListen = "listen: \":9000\"\n" + noGraphQL
+		fileRedis  = "identity: {hash_key: 0123456789abcdef}\nstore:\n  redis: {url: \"redis://file:6379/1\", timeout: 20ms}\n" + noGraphQL
+		fileClust  = "identity: {hash_key: 0123456789abcdef}\nstore:\n  redis: {cluster: [\"a:1\", \"b:1\"]}\n" + noGraphQL
 	)
 	for _, tc := range []struct {
 		name       string
@@ -656,14 +673,14 @@ func TestConfigApplyOverrides(t *testing.T) {
 			wantErr: "costgate.yaml: store.redis.url (from -redis or COSTGATE_REDIS_URL): redis: invalid URL scheme: http"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := DemoConfig()
+			c := Demo()
 			if tc.file != "" {
 				var err error
-				if c, err = ParseConfig("costgate.yaml", []byte(tc.file)); err != nil {
-					t.Fatalf("ParseConfig error: %v", err)
+				if c, err = Parse("costgate.yaml", []byte(tc.file)); err != nil {
+					t.Fatalf("Parse error: %v", err)
 				}
 			}
-			err := c.ApplyOverrides(resolve(tc.addrFlag, tc.addrSet, tc.addrEnv), resolve(tc.redisFlag, tc.redisSet, tc.redisEnv))
+			err := c.ApplyOverrides(Resolve(tc.addrFlag, tc.addrSet, tc.addrEnv), Resolve(tc.redisFlag, tc.redisSet, tc.redisEnv))
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("ApplyOverrides error = %v, want %q", err, tc.wantErr)
@@ -683,49 +700,9 @@ func TestConfigApplyOverrides(t *testing.T) {
 	}
 }
 
-func TestConfigParseRouteMatch(t *testing.T) {
-	for _, tc := range []struct {
-		match string
-		want  RouteRule
-		hits  []string // "METHOD /path" requests it matches
-		miss  []string
-	}{
-		{"POST /login", RouteRule{Method: "POST", Path: "/login"},
-			[]string{"POST /login"}, []string{"GET /login", "POST /login/", "POST /login/x"}},
-		{"/api/*", RouteRule{Path: "/api/", Prefix: true},
-			[]string{"GET /api/", "DELETE /api/products/7"}, []string{"GET /api", "GET /apis"}},
-		{"GET /*", RouteRule{Method: "GET", Path: "/", Prefix: true},
-			[]string{"GET /", "GET /anything"}, []string{"POST /"}},
-		{"  PATCH   /a/b/  ", RouteRule{Method: "PATCH", Path: "/a/b/"},
-			[]string{"PATCH /a/b/"}, []string{"PATCH /a/b"}},
-	} {
-		t.Run(tc.match, func(t *testing.T) {
-			got, err := ParseRouteMatch(tc.match)
-			if err != nil {
-				t.Fatalf("ParseRouteMatch error: %v", err)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("ParseRouteMatch(%q) = %+v, want %+v", tc.match, got, tc.want)
-			}
-			for _, req := range tc.hits {
-				method, path, _ := strings.Cut(req, " ")
-				if !got.Matches(method, path) {
-					t.Errorf("%q does not match %s, want it to", tc.match, req)
-				}
-			}
-			for _, req := range tc.miss {
-				method, path, _ := strings.Cut(req, " ")
-				if got.Matches(method, path) {
-					t.Errorf("%q matches %s, want it not to", tc.match, req)
-				}
-			}
-		})
-	}
-}
-
 // FuzzParseConfig: no input panics; an accepted config is consistent; an
 // error names the file.
-func FuzzParseConfig(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add(demoYAML)
 	for _, tc := range badConfigs {
 		f.Add(tc.yaml)
@@ -739,7 +716,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add(string(data))
 	}
 	f.Fuzz(func(t *testing.T, data string) {
-		c, err := ParseConfig("fuzz.yaml", []byte(data))
+		c, err := Parse("fuzz.yaml", []byte(data))
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
 				t.Fatalf("error does not start with the file name: %q", err)
@@ -749,15 +726,8 @@ func FuzzParseConfig(f *testing.F) {
 		if err := c.Validate(); err != nil {
 			t.Fatalf("Validate of an accepted config: %v", err)
 		}
-		if _, err := c.LimiterPolicies(); err != nil {
-			t.Fatalf("LimiterPolicies of an accepted config: %v", err)
-		}
-		rules, err := c.RouteRules()
-		if err != nil {
-			t.Fatalf("RouteRules of an accepted config: %v", err)
-		}
-		for _, r := range rules {
-			r.Matches("GET", "/api/x")
+		for _, r := range c.HTTPRoutes(c.LimiterPolicies()) {
+			httplimit.Matches(r.Pattern, "GET", "/api/x")
 		}
 		if got, want := len(c.TrustedPrefixes()), len(c.Identity.TrustedProxies); got != want {
 			t.Fatalf("TrustedPrefixes has %d entries, trusted_proxies %d", got, want)

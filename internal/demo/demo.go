@@ -1,4 +1,6 @@
-package main
+// Package demo is the example REST API the demo server limits: products (the
+// same catalogue as the example GraphQL API) and a login.
+package demo
 
 import (
 	"crypto/pbkdf2"
@@ -14,35 +16,41 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/graph"
+	"github.com/costgate/costgate/graph/model"
+	"github.com/costgate/costgate/limiter/identity"
 )
 
-// product is an item of the example REST API's catalogue.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// product is an item of the example REST API: the same products, with the
+// same IDs, as the example GraphQL API serves (graph.Shop).
 type product struct {
-	ID    int    `json:"id"`
-	Title string `json:"title"`
-	Price int    `json:"price_cents"`
+	ID          string `json:"id"`
+	Title       string `json:"title"`
+	Price       int    `json:"price_cents"`
+	Description string `json:"description"`
 }
 
-// shop serves the example REST routes from a fixed, deterministic catalogue.
-type shop struct{ products []product }
+// Shop serves the example REST routes from the example GraphQL API's data.
+type Shop struct{ data *graph.Shop }
 
-func newShop() *shop {
-	adjectives := []string{"Sturdy", "Quiet", "Bright", "Compact", "Vintage"}
-	things := []string{"Lamp", "Kettle", "Backpack", "Chair", "Notebook", "Teapot", "Bicycle", "Clock", "Scarf", "Mug"}
-	s := &shop{}
-	for i := range 50 {
-		s.products = append(s.products, product{
-			ID:    i + 1,
-			Title: adjectives[i%len(adjectives)] + " " + things[i%len(things)],
-			Price: 500 + (i*733)%9500,
-		})
-	}
-	return s
+// NewShop serves data (graph.NewShop(): the GraphQL API's own shop).
+func NewShop(data *graph.Shop) *Shop { return &Shop{data: data} }
+
+func restProduct(p *model.Product) product {
+	return product{ID: p.ID, Title: p.Title, Price: p.PriceCents, Description: p.Description}
 }
 
-// listProducts answers GET /api/products?first=N (default 20, at most 50).
-func (s *shop) listProducts(w http.ResponseWriter, r *http.Request) {
+// maxPage bounds ?first=.
+const maxPage = 50
+
+// ListProducts answers GET /api/products?first=N (default 20, at most 50).
+func (s *Shop) ListProducts(w http.ResponseWriter, r *http.Request) {
 	first := 20
 	if v := r.URL.Query().Get("first"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -52,24 +60,32 @@ func (s *shop) listProducts(w http.ResponseWriter, r *http.Request) {
 		}
 		first = n
 	}
-	first = min(first, len(s.products))
-	writeJSON(w, http.StatusOK, map[string]any{"products": s.products[:first]})
+	page, _ := s.data.Page(min(first, maxPage), "")
+	out := make([]product, len(page))
+	for i, p := range page {
+		out[i] = restProduct(p)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"products": out})
 }
 
-// getProduct answers GET /api/products/{id}.
-func (s *shop) getProduct(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.Atoi(chi.URLParam(r, "id"))
-	if err != nil || id < 1 || id > len(s.products) {
+// GetProduct answers GET /api/products/{id}: "p1" as in GraphQL, or "1".
+func (s *Shop) GetProduct(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if _, err := strconv.Atoi(id); err == nil {
+		id = "p" + id
+	}
+	p := s.data.Product(id)
+	if p == nil {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "no such product"})
 		return
 	}
-	writeJSON(w, http.StatusOK, s.products[id-1])
+	writeJSON(w, http.StatusOK, restProduct(p))
 }
 
-// login is the example login: a few demo users with salted PBKDF2 password
+// Login is the example login: a few demo users with salted PBKDF2 password
 // hashes. An unknown user and a wrong password get the same answer, after
 // the same work: an unknown user is checked against a dummy hash.
-type login struct {
+type Login struct {
 	users map[string]credential
 	dummy credential
 }
@@ -92,8 +108,9 @@ func derive(password string, salt []byte) []byte {
 	return key
 }
 
-func newLogin() *login {
-	return &login{
+// NewLogin returns the login with the demo users alice/wonderland and bob/builder.
+func NewLogin() *Login {
+	return &Login{
 		users: map[string]credential{
 			"alice": newCredential("wonderland"),
 			"bob":   newCredential("builder"),
@@ -102,16 +119,17 @@ func newLogin() *login {
 	}
 }
 
-func (l *login) handle(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP answers POST /login.
+func (l *Login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Username string `json:"username"`
 		Password string `json:"password"`
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, httplimit.DefaultMaxBodyBytes)).Decode(&body); err != nil {
+	if err := json.NewDecoder(io.LimitReader(r.Body, identity.DefaultMaxBodyBytes)).Decode(&body); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad_request", "message": `the body must be JSON: {"username":"...","password":"..."}`})
 		return
 	}
-	name, _ := httplimit.NormalizeUsername(body.Username)
+	name, _ := identity.NormalizeUsername(body.Username)
 	cred, known := l.users[name]
 	if !known {
 		cred = l.dummy

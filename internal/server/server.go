@@ -1,15 +1,17 @@
-package main
+// Package server is costgate's stand-alone server: it builds the store,
+// the limiter, the identity, the REST and GraphQL limits and the routes from
+// a config, serves them, and rebuilds them from a new config on reload
+// without dropping limiter state.
+package server
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,197 +21,215 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/ast"
 
-	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/graph"
 	"github.com/costgate/costgate/graph/model"
-	"github.com/costgate/costgate/graph/playground"
+	"github.com/costgate/costgate/internal/config"
+	"github.com/costgate/costgate/internal/demo"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
+	"github.com/costgate/costgate/limiter/gqlproxy"
 	"github.com/costgate/costgate/limiter/httplimit"
-	"github.com/costgate/costgate/limiter/memstore"
-	"github.com/costgate/costgate/limiter/redisstore"
+	"github.com/costgate/costgate/limiter/identity"
+	"github.com/costgate/costgate/playground"
 )
 
-// app is the server's handler and what it holds.
-type app struct {
-	handler   http.Handler
-	storeName string
-	metrics   *metrics
-	limiter   *limiter.Limiter
-	breaker   *limiter.Breaker // nil with the memory store
-	redis     redis.UniversalClient
-	serving   atomic.Bool
+// Server is the server's handler and what it holds. Its handler is built
+// from a config and swapped whole on Reload.
+type Server struct {
+	logger  *slog.Logger
+	metrics *metrics
+	serving atomic.Bool
+
+	mu      sync.Mutex // serialises Reload and Close
+	state   *state
+	cfg     *config.Config
+	handler atomic.Pointer[http.Handler]
 }
 
-// newApp builds the store, the limiter, the middleware and the routes.
-func newApp(cfg *Config, logger *slog.Logger) (*app, error) {
-	a := &app{metrics: newMetrics()}
-	timeout := limiter.DefaultTimeout
-	var store limiter.Store
-	opts := []limiter.Option{limiter.WithObserver(a.metrics.observe), limiter.WithLogger(logger)}
-	if cfg.Store.Redis == nil {
-		a.storeName = "memory"
-		store = memstore.New(&memstore.Options{OnEvict: a.metrics.evictions.Inc})
-	} else {
-		client, err := redisClient(cfg.Store.Redis)
-		if err != nil {
-			return nil, err
-		}
-		rs, err := redisstore.New(client, &redisstore.Options{KeyPrefix: cfg.Store.KeyPrefix})
-		if err != nil {
-			client.Close()
-			return nil, err
-		}
-		a.storeName, a.redis = "redis", client
-		a.breaker = limiter.NewBreaker(rs, 5, time.Second)
-		store = a.breaker
-		timeout = cfg.Store.Redis.Timeout
-		opts = append(opts, limiter.WithLocalFallback(memstore.New(nil), cfg.Store.Gateways))
-	}
-	opts = append(opts, limiter.WithTimeout(timeout), limiter.WithStoreName(a.storeName))
-	lim, err := limiter.New(store, opts...)
+// New builds the server for cfg.
+func New(cfg *config.Config, logger *slog.Logger) (*Server, error) {
+	s := &Server{logger: logger, metrics: newMetrics()}
+	st, err := newState(cfg, s.metrics, logger)
 	if err != nil {
-		return nil, a.closeWith(err)
+		return nil, err
 	}
-	a.limiter = lim
+	h, err := s.build(cfg, st)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	s.state, s.cfg = st, cfg
+	s.handler.Store(&h)
+	s.serving.Store(true)
+	for _, w := range cfg.Warnings() {
+		logger.Warn("config: "+w, "config", cfg.Source())
+	}
+	return s, nil
+}
 
-	hashKey := []byte(cfg.Identity.HashKey)
-	if len(hashKey) == 0 && cfg.Store.Redis != nil {
-		// Only the built-in demo config gets here (a file must set hash_key).
-		logger.Warn("the demo config shares Redis with a public hash key; set identity.hash_key in a config file for production")
-		hashKey = []byte("costgate public demo hash key")
+// ServeHTTP serves with the handler of the config in effect.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.handler.Load()).ServeHTTP(w, r)
+}
+
+// StoreName is "memory" or "redis".
+func (s *Server) StoreName() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state.name
+}
+
+// Reload rebuilds the handler from cfg. The store, and with it every
+// bucket, is kept unless the store section or the hash key changed. On
+// error the config in effect stays.
+func (s *Server) Reload(cfg *config.Config) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, fresh := s.state, false
+	if !st.sameStore(cfg) {
+		var err error
+		if st, err = newState(cfg, s.metrics, s.logger); err != nil {
+			return err
+		}
+		fresh = true
 	}
-	if len(hashKey) == 0 {
-		// Memory store only (the config requires hash_key with Redis): one
-		// process, so a random key hashes identities alike everywhere it matters.
-		hashKey = make([]byte, 32)
-		rand.Read(hashKey)
-	}
-	policies, err := cfg.LimiterPolicies()
+	h, err := s.build(cfg, st)
 	if err != nil {
-		return nil, a.closeWith(err)
+		if fresh {
+			st.close()
+		}
+		return err
 	}
-	rules, err := cfg.RouteRules()
+	if cfg.Listen != s.cfg.Listen {
+		s.logger.Warn("config: listen changed; it takes effect at the next start", "listen", s.cfg.Listen, "new", cfg.Listen)
+	}
+	if fresh {
+		s.logger.Warn("config: the store section or hash key changed: limiter state starts afresh")
+		old := s.state
+		defer old.close()
+	}
+	s.state, s.cfg = st, cfg
+	s.handler.Store(&h)
+	for _, w := range cfg.Warnings() {
+		s.logger.Warn("config: "+w, "config", cfg.Source())
+	}
+	return nil
+}
+
+// SetServing marks the server as stopping (readiness then fails).
+func (s *Server) SetServing(ok bool) { s.serving.Store(ok) }
+
+// Close releases the store.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.close()
+}
+
+// build makes the handler of cfg over st.
+func (s *Server) build(cfg *config.Config, st *state) (http.Handler, error) {
+	ids, err := identity.New(cfg.IdentityConfig(st.hashKey))
 	if err != nil {
-		return nil, a.closeWith(err)
+		return nil, err
 	}
+	policies := cfg.LimiterPolicies()
 	r := chi.NewRouter()
-	routes := make([]httplimit.Route, len(rules))
-	for i, rule := range rules {
-		routes[i] = httplimit.Route{Method: rule.Method, Path: rule.Path, Prefix: rule.Prefix, Pattern: cfg.Routes[i].Match}
-		for _, name := range rule.Policies {
-			routes[i].Policies = append(routes[i].Policies, policies[name])
+	r.Use(middleware.Recoverer)
+
+	var rest *httplimit.Middleware
+	if len(cfg.Routes) > 0 {
+		if rest, err = httplimit.New(httplimit.Config{Limiter: st.limiter, Identity: ids, Routes: cfg.HTTPRoutes(policies)}); err != nil {
+			return nil, err
 		}
 	}
-	keys := make(map[string]httplimit.APIKey, len(cfg.Identity.APIKeys))
-	for k, v := range cfg.Identity.APIKeys {
-		keys[k] = httplimit.APIKey{Tenant: v.Tenant, Plan: v.Plan}
+	if cfg.GraphQL.Path != "" {
+		gql, err := s.graphql(cfg, st.limiter, ids, policies)
+		if err != nil {
+			return nil, err
+		}
+		r.Handle(cfg.GraphQL.Path, gql)
+		// The GraphiQL playground, its assets embedded: it works with no
+		// internet. The demo opens with a query and a demo key, so that the
+		// first run shows extensions.cost.
+		var opts []playground.Option
+		if cfg.IsDemo() {
+			opts = append(opts, playground.WithDefaultQuery(demoQuery),
+				playground.WithHeaders(map[string]string{cfg.Identity.APIKeyHeader: "demo-free"}))
+		}
+		pg := playground.Handler("costgate", cfg.GraphQL.Path, opts...)
+		r.Handle("/", pg)
+		r.Handle("/assets/*", pg)
 	}
-	mw, err := httplimit.New(httplimit.Config{
-		Limiter:        a.limiter,
-		Routes:         routes,
-		TrustedProxies: cfg.TrustedPrefixes(),
-		APIKeyHeader:   cfg.Identity.APIKeyHeader,
-		APIKeys:        keys,
-		Plans:          cfg.Plans,
-		HashKey:        hashKey,
-		Router:         r,
-	})
-	if err != nil {
-		return nil, a.closeWith(err)
-	}
-
-	gql, err := a.graphql(cfg, mw, policies, logger)
-	if err != nil {
-		return nil, a.closeWith(err)
-	}
-	r.Use(middleware.Recoverer)
-	r.Handle(cfg.GraphQL.Path, gql)
-	// The GraphiQL playground, its assets embedded: it works with no internet.
-	pg := playground.Handler("costgate", cfg.GraphQL.Path)
-	r.Handle("/", pg)
-	r.Handle("/assets/*", pg)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Get("/readyz", a.readyz)
-	r.Handle("/metrics", a.metrics.handler())
-	r.Group(func(r chi.Router) {
-		r.Use(mw.Handler)
-		shop := newShop()
-		r.Get("/api/products", shop.listProducts)
-		r.Get("/api/products/{id}", shop.getProduct)
-		r.Post("/login", newLogin().handle)
-	})
+	r.Get("/readyz", s.readyz)
+	r.Handle("/metrics", s.metrics.handler())
+	if !cfg.ProxyMode() {
+		// The example REST API; in proxy mode only the proxied GraphQL is served.
+		shop := demo.NewShop(graph.NewShop())
+		r.Group(func(r chi.Router) {
+			if rest != nil {
+				r.Use(rest.Handler)
+			} else {
+				s.logger.Warn("config: no routes: the example REST routes and login are served unlimited")
+			}
+			r.Get("/api/products", shop.ListProducts)
+			r.Get("/api/products/{id}", shop.GetProduct)
+			r.Post("/login", demo.NewLogin().ServeHTTP)
+		})
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "no such route"})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method_not_allowed", "message": r.Method + " is not allowed here"})
 	})
-	a.handler = r
-	a.serving.Store(true)
-	return a, nil
+	return r, nil
 }
 
+// demoQuery opens the demo's playground: the worked example of SPEC §4.
+const demoQuery = `# costgate prices this operation from the schema's @cost and @listSize
+# before it runs: see extensions.cost in the answer.
+{
+  products(first: 10) {
+    nodes {
+      id
+      title
+      variants(first: 5) { id }
+    }
+  }
+}
+`
+
 // graphql builds the GraphQL endpoint: the example API (gqlgen) or, with
-// graphql.schema and graphql.upstream, the proxy; either way wrapped in the
-// cost limiter.
-func (a *app) graphql(cfg *Config, mw *httplimit.Middleware, policies map[string]*limiter.Policy, logger *slog.Logger) (http.Handler, error) {
-	g := cfg.GraphQL
-	off := func(n int) int { // 0 in the config disables a check
-		if n <= 0 {
-			return math.MaxInt
-		}
-		return n
-	}
-	maxCost := g.MaxCost
-	if maxCost <= 0 {
-		maxCost = complexity.MaxCost
-	}
+// graphql.schema and graphql.upstream, the proxy; either way the complete
+// cost limit around it.
+func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity.Resolver, policies map[string]*limiter.Policy) (http.Handler, error) {
 	gcfg := gqllimit.Config{
-		Limiter:  a.limiter,
-		Policy:   policies[g.Policy],
-		Identity: mw,
-		ComplexityOptions: []complexity.Option{
-			complexity.WithDefaultListSize(int(g.DefaultListSize)),
-			complexity.WithMutationCost(int(g.MutationCost)),
-			complexity.WithIntrospectionCost(int(g.IntrospectionCost)),
-		},
-		Mode:            gqllimit.Mode(g.Mode),
-		MaxCost:         maxCost,
-		MaxDepth:        off(g.MaxDepth),
-		MaxAliases:      off(g.MaxAliases),
-		MaxFields:       off(g.MaxFields),
-		MaxTokens:       off(g.MaxTokens),
-		MaxBodyBytes:    g.MaxBodyBytes,
-		Refund:          g.Refund,
-		NoIntrospection: !g.Introspection,
-		OnCost:          func(kind string, cost int64) { a.metrics.graphqlCost.WithLabelValues(kind).Observe(float64(cost)) },
-		Logger:          logger,
+		Limiter:           lim,
+		Policy:            policies[cfg.GraphQL.Policy],
+		Identity:          ids,
+		ComplexityOptions: cfg.ComplexityOptions(),
+		Limits:            cfg.GraphQLLimits(),
+		OnCost:            func(kind string, cost int64) { s.metrics.graphqlCost.WithLabelValues(kind).Observe(float64(cost)) },
+		Logger:            s.logger,
 	}
-	if g.Upstream != "" {
-		sdl, err := os.ReadFile(g.Schema)
+	if cfg.ProxyMode() {
+		sdl, err := os.ReadFile(cfg.GraphQL.Schema)
 		if err != nil {
 			return nil, fmt.Errorf("graphql.schema: %w", err)
 		}
-		schema, err := gqllimit.LoadSchema(g.Schema, string(sdl), gcfg.ComplexityOptions...)
-		if err != nil {
+		if gcfg.Schema, err = gqllimit.LoadSchema(cfg.GraphQL.Schema, string(sdl), gcfg.ComplexityOptions...); err != nil {
 			return nil, fmt.Errorf("graphql.schema: %w", err)
 		}
-		gcfg.Schema = schema
 		gl, err := gqllimit.New(gcfg)
 		if err != nil {
 			return nil, err
 		}
-		proxy, err := gl.Proxy(gqllimit.ProxyConfig{Upstream: g.Upstream})
-		if err != nil {
-			return nil, err
-		}
-		return gl.Middleware(proxy), nil
+		return gqlproxy.New(gqlproxy.Config{Limiter: gl, Upstream: cfg.GraphQL.Upstream, Logger: s.logger})
 	}
 	gl, err := gqllimit.New(gcfg)
 	if err != nil {
@@ -220,11 +240,10 @@ func (a *app) graphql(cfg *Config, mw *httplimit.Middleware, policies map[string
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
-	if g.Introspection {
+	if cfg.GraphQL.Introspection {
 		srv.Use(extension.Introspection{})
 	}
-	srv.Use(gl.Extension())
-	return gl.Middleware(srv), nil
+	return gl.Handler(srv), nil
 }
 
 // rateLimitInfo feeds the example API's rateLimit field, GitHub's shape.
@@ -242,60 +261,29 @@ func rateLimitInfo(ctx context.Context) (model.RateLimit, bool) {
 	}, true
 }
 
-// redisClient builds the client for store.redis. ContextTimeoutEnabled makes
-// go-redis honour the store timeout on a hung socket.
-func redisClient(rc *RedisConfig) (redis.UniversalClient, error) {
-	switch {
-	case rc.URL != "":
-		o, err := redis.ParseURL(rc.URL)
-		if err != nil {
-			return nil, fmt.Errorf("store.redis.url: %w", err)
-		}
-		o.ContextTimeoutEnabled = true
-		return redis.NewClient(o), nil
-	case len(rc.Cluster) > 0:
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, ContextTimeoutEnabled: true}), nil
-	case rc.Sentinel != nil:
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            rc.Sentinel.Master,
-			SentinelAddrs:         rc.Sentinel.Addrs,
-			ContextTimeoutEnabled: true,
-		}), nil
-	}
-	return nil, errors.New("store.redis: one of url, cluster, sentinel is required")
-}
-
 // readyz is 200 once serving; the body reports the store. A store outage
 // never fails readiness: each route's on_store_error decides what it means.
-func (a *app) readyz(w http.ResponseWriter, r *http.Request) {
-	if !a.serving.Load() {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.serving.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
 		return
 	}
+	s.mu.Lock()
+	st := s.state
+	s.mu.Unlock()
 	state := limiter.StoreUp
-	if a.redis != nil {
-		if state = a.breaker.State(); state != limiter.StoreBreakerOpen {
+	if st.redis != nil {
+		if state = st.breaker.State(); state != limiter.StoreBreakerOpen {
 			ctx, cancel := context.WithTimeout(r.Context(), limiter.DefaultTimeout)
 			defer cancel()
-			if err := a.redis.Ping(ctx).Err(); err != nil {
+			if err := st.redis.Ping(ctx).Err(); err != nil {
 				state = limiter.StoreDown
 			} else {
 				state = limiter.StoreUp
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": map[string]string{"kind": a.storeName, "state": string(state)}})
-}
-
-func (a *app) closeWith(err error) error {
-	a.close()
-	return err
-}
-
-func (a *app) close() {
-	if a.redis != nil {
-		a.redis.Close()
-	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": map[string]string{"kind": st.name, "state": string(state)}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,0 +1,128 @@
+package config
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/gqllimit"
+	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/identity"
+)
+
+// The mapping of the file onto the libraries' configurations: field for
+// field, nothing added. The server builds its parts from these.
+
+// LimiterPolicies returns the policies as limiter policies by name, Name set, at
+// plan multiplier 1 (the identity scales them by plan).
+func (c *Config) LimiterPolicies() map[string]*limiter.Policy {
+	out := make(map[string]*limiter.Policy, len(c.Policies))
+	for name, pc := range c.Policies {
+		out[name] = pc.policy(name)
+	}
+	return out
+}
+
+// policy is pc as a limiter.Policy named name.
+func (pc PolicyConfig) policy(name string) *limiter.Policy {
+	return &limiter.Policy{
+		Name:         name,
+		Algorithm:    pc.Algorithm,
+		Limit:        pc.Limit,
+		Period:       pc.Period,
+		Burst:        pc.Burst,
+		Key:          slices.Clone(pc.Key),
+		Mode:         pc.Mode,
+		OnStoreError: pc.OnStoreError,
+	}
+}
+
+// IdentityConfig is the identity section, with hashKey as the hash key
+// (the file's, or one the server made up for the memory store).
+func (c *Config) IdentityConfig(hashKey []byte) identity.Config {
+	return c.identityConfig(hashKey)
+}
+
+func (c *Config) identityConfig(hashKey []byte) identity.Config {
+	if hashKey == nil && c.Identity.HashKey != "" {
+		hashKey = []byte(c.Identity.HashKey)
+	}
+	keys := make(identity.Table, len(c.Identity.APIKeys))
+	for k, v := range c.Identity.APIKeys {
+		keys[k] = identity.APIKey{Tenant: v.Tenant, Plan: v.Plan}
+	}
+	return identity.Config{
+		HashKey:        hashKey,
+		TrustedProxies: c.TrustedPrefixes(),
+		APIKeyHeader:   c.Identity.APIKeyHeader,
+		APIKeys:        keys,
+		Plans:          c.Plans,
+	}
+}
+
+// TrustedPrefixes returns identity.trusted_proxies as prefixes; a single IP
+// is a /32 or /128. Entries that do not parse (Validate reports them) are left out.
+func (c *Config) TrustedPrefixes() []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(c.Identity.TrustedProxies))
+	for _, s := range c.Identity.TrustedProxies {
+		if p, err := parsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// PlanMultiplier is the factor the plan applies to limit and burst: its
+// entry in plans, else 1.
+func (c *Config) PlanMultiplier(plan string) int64 {
+	if m, ok := c.Plans[plan]; ok {
+		return m
+	}
+	return 1
+}
+
+// HTTPRoutes returns the routes with their policies taken from policies
+// (as Policies returns them), in config order.
+func (c *Config) HTTPRoutes(policies map[string]*limiter.Policy) []httplimit.Route {
+	out := make([]httplimit.Route, len(c.Routes))
+	for i, rc := range c.Routes {
+		out[i].Pattern = rc.Match
+		for _, name := range rc.Policies {
+			out[i].Policies = append(out[i].Policies, policies[name])
+		}
+	}
+	return out
+}
+
+// graphqlLimits is the graphql section as gqllimit's limits.
+func (c *Config) graphqlLimits() gqllimit.Limits {
+	g := c.GraphQL
+	return gqllimit.Limits{
+		Mode:            gqllimit.Mode(g.Mode),
+		MaxCost:         g.MaxCost,
+		MaxDepth:        g.MaxDepth,
+		MaxAliases:      g.MaxAliases,
+		MaxFields:       g.MaxFields,
+		MaxTokens:       g.MaxTokens,
+		MaxBodyBytes:    g.MaxBodyBytes,
+		NoRefund:        !g.Refund,
+		NoIntrospection: !g.Introspection,
+	}
+}
+
+// GraphQLLimits is the graphql section as gqllimit's limits.
+func (c *Config) GraphQLLimits() gqllimit.Limits { return c.graphqlLimits() }
+
+// ComplexityOptions is the graphql section's pricing.
+func (c *Config) ComplexityOptions() []complexity.Option {
+	g := c.GraphQL
+	return []complexity.Option{
+		complexity.WithDefaultListSize(int(g.DefaultListSize)),
+		complexity.WithMutationCost(int(g.MutationCost)),
+		complexity.WithIntrospectionCost(int(g.IntrospectionCost)),
+	}
+}
+
+// ProxyMode reports whether GraphQL is served by proxying an upstream.
+func (c *Config) ProxyMode() bool { return c.GraphQL.Path != "" && c.GraphQL.Upstream != "" }

@@ -1,0 +1,488 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/gqllimit"
+	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/identity"
+)
+
+// Validate checks the whole config and reports every problem found: what the
+// file itself gets wrong (a name that refers to nothing, a store with two
+// deployments), and what the libraries refuse, each against its line.
+func (c *Config) Validate() error {
+	if c.src == nil {
+		c.src = newSource("config")
+	}
+	v := &validator{c: c}
+	v.listen()
+	v.server()
+	v.store()
+	v.identity()
+	v.policies()
+	v.routes()
+	v.graphql()
+	v.cors()
+	slices.SortStableFunc(v.errs, func(a, b *Error) int {
+		// Known lines first, in file order; the rest keep their order.
+		if (a.Line == 0) != (b.Line == 0) {
+			return cmp.Compare(b.Line, a.Line)
+		}
+		return cmp.Compare(a.Line, b.Line)
+	})
+	return joinErrors(v.errs)
+}
+
+type validator struct {
+	c    *Config
+	errs []*Error
+}
+
+func (v *validator) fail(field, format string, args ...any) {
+	src := v.c.src
+	e := &Error{File: src.name, Field: field, Reason: fmt.Sprintf(format, args...)}
+	for p := field; p != ""; p = src.parent(p) {
+		if origin, ok := src.origins[p]; ok {
+			// The file's line would point at what the override replaced.
+			e.Field += " (from " + origin + ")"
+			v.errs = append(v.errs, e)
+			return
+		}
+	}
+	for p := field; p != ""; p = src.parent(p) {
+		if l, ok := src.lines[p]; ok && l > 0 {
+			e.Line = l
+			break
+		}
+	}
+	v.errs = append(v.errs, e)
+}
+
+// library reports a library's refusal against the config's field: fields
+// maps each of the library's field names onto the config's path; a field it
+// does not list goes to fallback.
+func (v *validator) library(err error, fallback string, fields func(string) (string, bool)) {
+	for _, e := range limiter.Errors(err) {
+		var fe *limiter.FieldError
+		var pe *limiter.PolicyError
+		switch {
+		case errors.As(e, &fe):
+			if path, ok := fields(fe.Field); ok {
+				v.fail(path, "%s", fe.Reason)
+			} else {
+				v.fail(fallback, "%s: %s", fe.Field, fe.Reason)
+			}
+		case errors.As(e, &pe):
+			v.fail(v.c.entryPath("policies", pe.Policy)+"."+pe.Field, "%s", pe.Reason)
+		default:
+			v.fail(fallback, "%v", e)
+		}
+	}
+}
+
+// parent is the path p belongs to: as the decoder recorded it, else by
+// cutting the last segment (a field the file left out).
+func (s *source) parent(p string) string {
+	if q, ok := s.parents[p]; ok {
+		return q
+	}
+	return parentPath(p)
+}
+
+// parentPath strips the last segment of a path.
+func parentPath(p string) string {
+	i := strings.LastIndexAny(p, ".[")
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}
+
+// entryPath is the path of a map entry as the decoder named it.
+func (c *Config) entryPath(parent, key string) string {
+	if c.src != nil {
+		if p, ok := c.src.entries[parent+"\x00"+key]; ok {
+			return p
+		}
+	}
+	if parent == "identity.api_keys" {
+		return parent + "[redacted]"
+	}
+	return childPath(parent, key)
+}
+
+func (v *validator) listen() {
+	if _, _, err := net.SplitHostPort(v.c.Listen); err != nil {
+		v.fail("listen", "want host:port such as \":8080\", got %q", v.c.Listen)
+	}
+}
+
+func (v *validator) server() {
+	if n := v.c.Server.MaxConnsPerIP; n < 0 {
+		v.fail("server.max_conns_per_ip", "must not be negative, got %d (0 takes the default %d)", n, DefaultMaxConnsPerIP)
+	}
+}
+
+func (v *validator) store() {
+	s := v.c.Store
+	if s.Gateways < 1 {
+		v.fail("store.gateways", "must be at least 1, got %d", s.Gateways)
+	}
+	if s.Memory.MaxKeys < 0 {
+		v.fail("store.memory.max_keys", "must not be negative, got %d", s.Memory.MaxKeys)
+	}
+	switch {
+	case s.KeyPrefix == "":
+		v.fail("store.key_prefix", "must not be empty (default %q)", "rl:")
+	case strings.ContainsAny(s.KeyPrefix, "{}"):
+		// A brace would become every key's hash tag: one Cluster slot for all.
+		v.fail("store.key_prefix", "must not contain { or }, got %q", s.KeyPrefix)
+	}
+	r := s.Redis
+	if r == nil {
+		return
+	}
+	var set []string
+	if r.URL != "" {
+		set = append(set, "url")
+	}
+	if len(r.Cluster) > 0 {
+		set = append(set, "cluster")
+	}
+	if r.Sentinel != nil {
+		set = append(set, "sentinel")
+	}
+	switch len(set) {
+	case 0:
+		v.fail("store.redis", "one of url, cluster or sentinel is required")
+	case 1:
+	default:
+		v.fail("store.redis", "exactly one of url, cluster or sentinel, got %s", strings.Join(set, " and "))
+	}
+	if r.URL != "" {
+		if _, err := redis.ParseURL(r.URL); err != nil {
+			v.fail("store.redis.url", "%s", redactURLError(err))
+		}
+	}
+	for i, a := range r.Cluster {
+		v.hostPort(fmt.Sprintf("store.redis.cluster[%d]", i), a)
+	}
+	if sn := r.Sentinel; sn != nil {
+		if sn.Master == "" {
+			v.fail("store.redis.sentinel.master", "required: the name of the master")
+		}
+		if len(sn.Addrs) == 0 {
+			v.fail("store.redis.sentinel.addrs", "required: at least one sentinel host:port")
+		}
+		for i, a := range sn.Addrs {
+			v.hostPort(fmt.Sprintf("store.redis.sentinel.addrs[%d]", i), a)
+		}
+	}
+	if r.Timeout <= 0 {
+		v.fail("store.redis.timeout", "must be positive, got %s", r.Timeout)
+	}
+}
+
+func (v *validator) hostPort(field, addr string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		v.fail(field, "want host:port, got %q", addr)
+	}
+}
+
+func (v *validator) identity() {
+	id := v.c.Identity
+	if id.HashKey == "" && v.c.Store.Redis != nil && v.c.src.name != DemoName {
+		// The built-in demo config, pointed at Redis with -redis, runs with a
+		// public demo key (the server warns): its API keys are public too.
+		why := ""
+		if origin, ok := v.c.src.origins["store.redis"]; ok {
+			why = " (the store is Redis because of " + origin + ")"
+		}
+		v.fail("identity.hash_key", "required with a Redis store: every gateway must hash identities alike%s", why)
+	}
+	for i, s := range id.TrustedProxies {
+		if _, err := parsePrefix(s); err != nil {
+			v.fail(fmt.Sprintf("identity.trusted_proxies[%d]", i), "want a CIDR such as 10.0.0.0/8 or an IP, got %q", s)
+		}
+	}
+	cfg := v.c.identityConfig(nil)
+	if len(cfg.HashKey) == 0 {
+		// With no key the server makes one up (memory store), or the rule
+		// above applies: only a key given in the file can be too short.
+		cfg.HashKey = make([]byte, identity.MinHashKeyLen)
+	}
+	keys := sortedKeys(id.APIKeys)
+	v.library(cfg.Validate(), "identity", func(f string) (string, bool) {
+		switch {
+		case f == "HashKey":
+			return "identity.hash_key", true
+		case f == "APIKeyHeader":
+			return "identity.api_key_header", true
+		case strings.HasPrefix(f, "Plans["):
+			name, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(f, "Plans["), "]"))
+			return v.c.entryPath("plans", name), err == nil
+		case f == "Plans":
+			return "plans", true
+		case strings.HasPrefix(f, "APIKeys[#"):
+			// identity numbers the keys in sorted order; the file names them
+			// by position: map one onto the other without naming the secret.
+			rest := strings.TrimPrefix(f, "APIKeys[#")
+			num, sub, _ := strings.Cut(rest, "]")
+			n, err := strconv.Atoi(num)
+			if err != nil || n < 1 || n > len(keys) {
+				return "", false
+			}
+			return v.c.entryPath("identity.api_keys", keys[n-1]) + strings.ToLower(sub), true
+		}
+		return "", false
+	})
+}
+
+// policies checks each policy as the identity that will apply it does.
+func (v *validator) policies() {
+	idcfg := v.c.identityConfig(nil)
+	for _, name := range sortedKeys(v.c.Policies) {
+		pc := v.c.Policies[name]
+		field := v.c.entryPath("policies", name)
+		p := pc.policy(name)
+		if v.c.src.given[field+".burst"] && pc.Burst < 1 {
+			v.fail(field+".burst", "must be at least 1, got %d (leave it out for burst = limit)", pc.Burst)
+			p.Burst = 0 // reported; let the library look at the rest
+		}
+		err := idcfg.CheckPolicy(p)
+		var pe *limiter.PolicyError
+		if errors.As(err, &pe) && pe.Field == "name" {
+			v.fail(field, "policy names are %s", pe.Reason)
+			continue
+		}
+		v.library(err, field, func(string) (string, bool) { return "", false })
+	}
+}
+
+func (v *validator) routes() {
+	if len(v.c.Routes) == 0 {
+		return
+	}
+	routes := make([]httplimit.Route, len(v.c.Routes))
+	for i, rc := range v.c.Routes {
+		field := fmt.Sprintf("routes[%d]", i)
+		routes[i].Pattern = rc.Match
+		if rc.Match == "" {
+			v.fail(field+".match", `required: "METHOD /path" or "/path"`)
+		} else if _, p, prefix, err := httplimit.ParseRoute(rc.Match); err == nil && !prefix && p == v.c.GraphQL.Path {
+			v.fail(field+".match", "%s is the GraphQL path: it is configured under graphql, not routes", p)
+		}
+		for j, name := range rc.Policies {
+			if _, ok := v.c.Policies[name]; !ok {
+				v.fail(fmt.Sprintf("%s.policies[%d]", field, j), "unknown policy %q%s", name, v.known())
+				routes[i].Policies = append(routes[i].Policies, nil)
+				continue
+			}
+			routes[i].Policies = append(routes[i].Policies, &limiter.Policy{Name: name})
+		}
+	}
+	v.library(httplimit.ValidateRoutes(routes), "routes", func(f string) (string, bool) {
+		if f == "Routes" {
+			return "routes", true
+		}
+		var i, j int
+		if n, _ := fmt.Sscanf(f, "Routes[%d].Pattern", &i); n == 1 && strings.HasSuffix(f, ".Pattern") {
+			if v.c.Routes[i].Match == "" {
+				return "", false // reported above
+			}
+			return fmt.Sprintf("routes[%d].match", i), true
+		}
+		if n, _ := fmt.Sscanf(f, "Routes[%d].Policies[%d]", &i, &j); n == 2 {
+			if routes[i].Policies[j] == nil {
+				return "", false // an unknown name, reported above
+			}
+			return fmt.Sprintf("routes[%d].policies[%d]", i, j), true
+		}
+		return "", false
+	})
+	// An unknown name and a missing match are reported above; drop their echo.
+	v.errs = slices.DeleteFunc(v.errs, func(e *Error) bool { return e.Field == "routes" && strings.HasPrefix(e.Reason, "Routes[") })
+}
+
+// known lists the defined policies for an "unknown policy" message.
+func (v *validator) known() string {
+	if len(v.c.Policies) == 0 {
+		return " (policies defines none)"
+	}
+	return " (defined: " + strings.Join(sortedKeys(v.c.Policies), ", ") + ")"
+}
+
+// graphqlFields maps gqllimit.Limits onto the config.
+var graphqlFields = map[string]string{
+	"Mode": "graphql.mode", "MaxCost": "graphql.max_cost", "MaxDepth": "graphql.max_depth",
+	"MaxAliases": "graphql.max_aliases", "MaxFields": "graphql.max_fields",
+	"MaxTokens": "graphql.max_tokens", "MaxBodyBytes": "graphql.max_body_bytes",
+}
+
+func (v *validator) graphql() {
+	g := v.c.GraphQL
+	if g.Path == "" {
+		return // no GraphQL served
+	}
+	if !strings.HasPrefix(g.Path, "/") || strings.ContainsAny(g.Path, "*{}?# ") {
+		v.fail("graphql.path", "want a plain path such as /graphql, got %q", g.Path)
+	}
+	switch pc, ok := v.c.Policies[g.Policy]; {
+	case g.Policy == "":
+		v.fail("graphql.policy", `required while graphql.path is set: the token_bucket charged each operation's cost (graphql.path: "" serves no GraphQL)`)
+	case !ok:
+		v.fail("graphql.policy", "unknown policy %q%s; define it, or set graphql.path: \"\" to serve no GraphQL", g.Policy, v.known())
+	default:
+		if err := gqllimit.CheckPolicy(pc.policy(g.Policy)); err != nil {
+			var pe *limiter.PolicyError
+			errors.As(err, &pe)
+			v.fail("graphql.policy", "policy %q is a %s", g.Policy, pe.Reason)
+		}
+	}
+	limits := v.c.graphqlLimits()
+	v.library(limits.Validate(), "graphql", func(f string) (string, bool) {
+		p, ok := graphqlFields[f]
+		return p, ok
+	})
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{
+		{"default_list_size", g.DefaultListSize},
+		{"mutation_cost", g.MutationCost},
+		{"introspection_cost", g.IntrospectionCost},
+		{"input_object_cost", g.InputObjectCost},
+	} {
+		if f.value < 0 {
+			v.fail("graphql."+f.name, "must not be negative, got %d", f.value)
+		}
+	}
+	switch {
+	case g.Schema != "" && g.Upstream == "":
+		v.fail("graphql.upstream", "required with graphql.schema (proxy mode needs both)")
+	case g.Schema == "" && g.Upstream != "":
+		v.fail("graphql.schema", "required with graphql.upstream (proxy mode needs both)")
+	}
+	if g.Upstream != "" {
+		u, err := url.Parse(g.Upstream)
+		switch {
+		case err != nil:
+			v.fail("graphql.upstream", "%s", redactURLError(err))
+		case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+			v.fail("graphql.upstream", "want an http:// or https:// URL with a host")
+		}
+	}
+}
+
+func (v *validator) cors() {
+	for i, o := range v.c.CORS.AllowedOrigins {
+		if o == "*" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" {
+			v.fail(fmt.Sprintf("cors.allowed_origins[%d]", i), `want an origin such as "https://app.example.com", or "*", got %q`, o)
+		}
+	}
+}
+
+// Warnings lists what is legal but probably a mistake, for the log at start.
+func (c *Config) Warnings() []string {
+	var out []string
+	if len(c.Plans) > 0 {
+		for _, key := range sortedKeys(c.Identity.APIKeys) {
+			plan := c.Identity.APIKeys[key].Plan
+			if _, ok := c.Plans[plan]; !ok {
+				out = append(out, fmt.Sprintf("%s.plan: plan %q is not in plans: multiplier 1",
+					c.entryPath("identity.api_keys", key), plan))
+			}
+		}
+	}
+	used := map[string]bool{}
+	if c.GraphQL.Path != "" {
+		used[c.GraphQL.Policy] = true
+	}
+	for _, r := range c.Routes {
+		for _, p := range r.Policies {
+			used[p] = true
+		}
+	}
+	for _, name := range sortedKeys(c.Policies) {
+		if !used[name] {
+			out = append(out, fmt.Sprintf("%s: no route uses it", c.entryPath("policies", name)))
+		}
+	}
+	if c.src != nil && c.GraphQL.Path != "" {
+		for _, f := range []struct {
+			name  string
+			value int64
+			def   int64
+		}{
+			{"max_cost", c.GraphQL.MaxCost, gqllimit.DefaultMaxCost},
+			{"max_depth", int64(c.GraphQL.MaxDepth), gqllimit.DefaultMaxDepth},
+			{"max_aliases", int64(c.GraphQL.MaxAliases), gqllimit.DefaultMaxAliases},
+			{"max_fields", int64(c.GraphQL.MaxFields), gqllimit.DefaultMaxFields},
+			{"max_tokens", int64(c.GraphQL.MaxTokens), gqllimit.DefaultMaxTokens},
+			{"max_body_bytes", c.GraphQL.MaxBodyBytes, gqllimit.DefaultMaxBodyBytes},
+		} {
+			if f.value == 0 && c.src.given["graphql."+f.name] {
+				out = append(out, fmt.Sprintf("graphql.%s: 0 takes the default, %d (there is no way to turn it off)", f.name, f.def))
+			}
+		}
+	}
+	if c.Server.MaxConnsPerIP == 0 && c.src != nil && c.src.given["server.max_conns_per_ip"] {
+		out = append(out, fmt.Sprintf("server.max_conns_per_ip: 0 takes the default, %d", DefaultMaxConnsPerIP))
+	}
+	return out
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("ParseAddr(%q): IP with a zone", s)
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// redactURLError is err without the URL it may quote: a Redis URL can carry
+// a password.
+func redactURLError(err error) string {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return "invalid URL: " + uerr.Err.Error()
+	}
+	return err.Error()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
