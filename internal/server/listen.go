@@ -117,4 +117,3 @@ type redisLog struct{ l *slog.Logger }
 func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
 	r.l.WarnContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }
-

@@ -217,17 +217,17 @@ func (l *Limiter) pricing() *complexity.Schema {
 // state is one request's limiting state, shared by the middleware and the
 // extension through the request context.
 type state struct {
-	op       *Operation // the request as the middleware read it
-	id       *identity.Identity
-	dryRun   bool
-	debug    bool
-	priced   bool
-	stats    Stats
-	charged  limiter.Decision // the charge, for the refund and the headers
-	status   int              // the HTTP status the middleware must answer with
-	headers  bool             // rate-limit headers to write
-	policy   *limiter.Policy  // the caller's bucket: Config.Policy scaled by plan
-	key      string           // and its store key, resolved once per request
+	op      *Operation // the request as the middleware read it
+	id      *identity.Identity
+	dryRun  bool
+	debug   bool
+	priced  bool
+	stats   Stats
+	charged limiter.Decision // the charge, for the refund and the headers
+	status  int              // the HTTP status the middleware must answer with
+	headers bool             // rate-limit headers to write
+	policy  *limiter.Policy  // the caller's bucket: Config.Policy scaled by plan
+	key     string           // and its store key, resolved once per request
 }
 
 // bucket returns the caller's policy and store key, resolving them (plan

@@ -147,14 +147,18 @@ func TestCustomIdentityParts(t *testing.T) {
 		return ok
 	}
 	// alice from 10 addresses: 3 admitted; bob is not affected.
-	if got := count(10, func(i int) int { return send("/me/x", fmt.Sprintf("198.51.100.%d:1", i), map[string]string{"X-User": "alice"}) }); got != 3 {
+	if got := count(10, func(i int) int {
+		return send("/me/x", fmt.Sprintf("198.51.100.%d:1", i), map[string]string{"X-User": "alice"})
+	}); got != 3 {
 		t.Errorf("alice admitted %d times from 10 addresses, want 3", got)
 	}
 	if got := count(4, func(i int) int { return send("/me/x", "198.51.100.1:1", map[string]string{"X-User": "bob"}) }); got != 3 {
 		t.Errorf("bob admitted %d of 4 from alice's address, want 3", got)
 	}
 	// org-1 from 12 addresses: 5 admitted; org-2: its own 5.
-	if got := count(12, func(i int) int { return send("/org/x", fmt.Sprintf("203.0.113.%d:1", i), map[string]string{"X-Org-Id": "org-1"}) }); got != 5 {
+	if got := count(12, func(i int) int {
+		return send("/org/x", fmt.Sprintf("203.0.113.%d:1", i), map[string]string{"X-Org-Id": "org-1"})
+	}); got != 5 {
 		t.Errorf("org-1 admitted %d of 12, want 5", got)
 	}
 	if got := count(7, func(i int) int { return send("/org/x", "203.0.113.1:1", map[string]string{"X-Org-Id": "org-2"}) }); got != 5 {

@@ -97,7 +97,7 @@ func TestNormalizeUsername(t *testing.T) {
 		{"alice", "alice", true, false},
 		{"  Alice\t", "alice", true, false},
 		{"ＡＬＩＣＥ", "alice", true, false}, // fullwidth: NFKC folds it
-		{"ﬁnn", "finn", true, false},      // ligature
+		{"ﬁnn", "finn", true, false},    // ligature
 		{"", "", false, false},
 		{"   ", "", false, false},
 		{"\xff\xfe", "", false, false},
