@@ -317,6 +317,11 @@ func TestBinary(t *testing.T) {
 // extensions.cost.
 func TestPlaygroundInBrowser(t *testing.T) {
 	base := startServer(t, []string{"-addr", "127.0.0.1:0"}, nil)
+	// The demo's page opens on the worked example with a demo key in its
+	// headers, so that a newcomer's first run is charged and shows its budget.
+	if _, page := get(t, base+"/", nil); !strings.Contains(page, `"X-API-Key":"demo-free"`) || !strings.Contains(page, "products(first: 10)") {
+		t.Errorf("the demo playground lacks the demo key or the example query:\n%s", page)
+	}
 	text := browsertest.RunQuery(t, base+"/", `{ products(first: 2) { nodes { title } } }`)
 	for _, want := range []string{`"requestedQueryCost": 3`, `"actualQueryCost": 3`, `"throttleStatus"`, `"Quiet Kettle"`} {
 		if !strings.Contains(text, want) {
@@ -389,6 +394,21 @@ func TestProxyExample(t *testing.T) {
 	res, body := do(t, req)
 	if res.StatusCode != 200 || !strings.Contains(body, `"requestedQueryCost":61,"actualQueryCost":45`) || !strings.Contains(body, `"maximumAvailable":5000`) {
 		t.Errorf("proxy: %d %s", res.StatusCode, body)
+	}
+	// Proxy mode serves the proxied API, the playground, metrics and health;
+	// never the example shop's REST routes or its login.
+	for _, path := range []string{"/", "/metrics", "/healthz", "/readyz"} {
+		if res, body := get(t, base+path, nil); res.StatusCode != 200 {
+			t.Errorf("GET %s in proxy mode: %d %.200s", path, res.StatusCode, body)
+		}
+	}
+	for _, path := range []string{"/api/products", "/api/products/1"} {
+		if res, _ := get(t, base+path, nil); res.StatusCode != 404 {
+			t.Errorf("GET %s in proxy mode: %d, want 404", path, res.StatusCode)
+		}
+	}
+	if res, _ := post(t, base+"/login", `{"username":"alice","password":"wonderland"}`); res.StatusCode != 404 {
+		t.Errorf("POST /login in proxy mode: %d, want 404 (the demo users must not log in)", res.StatusCode)
 	}
 }
 

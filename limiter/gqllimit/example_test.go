@@ -1,0 +1,63 @@
+package gqllimit_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+
+	"github.com/costgate/costgate/graph" // stands in for your gqlgen package
+	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/gqllimit"
+	"github.com/costgate/costgate/limiter/identity"
+	"github.com/costgate/costgate/limiter/memstore"
+)
+
+// A cost limit on a gqlgen server of your own, in a few lines. The schema
+// declares @cost and @listSize; gqlgen.yml marks both skip_runtime: true.
+func ExampleLimiter_Handler() {
+	lim, err := limiter.New(memstore.New(nil))
+	if err != nil {
+		panic(err)
+	}
+	ids, err := identity.New(identity.Config{HashKey: []byte("a secret every gateway shares")})
+	if err != nil {
+		panic(err)
+	}
+	cost, err := gqllimit.New(gqllimit.Config{
+		Limiter:  lim,
+		Identity: ids,
+		// 50 a second, 1000 at once, per tenant and key (the client address without one).
+		Policy: &limiter.Policy{Name: "graphql", Algorithm: limiter.TokenBucket, Limit: 50, Period: time.Second, Burst: 1000,
+			Key: []string{"tenant", "api_key"}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop()}}))
+	srv.AddTransport(transport.POST{})
+	h := cost.Handler(srv) // installs the extension, wraps the server
+
+	body := `{"query":"{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }"}`
+	req := httptest.NewRequest("POST", "/graphql", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+
+	var res struct {
+		Extensions struct{ Cost gqllimit.Cost } `json:"extensions"`
+	}
+	json.Unmarshal(w.Body.Bytes(), &res)
+	c := res.Extensions.Cost
+	fmt.Println("status", w.Code)
+	fmt.Println("requested", c.RequestedQueryCost, "actual", *c.ActualQueryCost)
+	fmt.Println("available", c.ThrottleStatus.CurrentlyAvailable, "of", c.ThrottleStatus.MaximumAvailable)
+	// Output:
+	// status 200
+	// requested 61 actual 45
+	// available 955 of 1000
+}
