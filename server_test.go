@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -251,6 +252,43 @@ func TestBinary(t *testing.T) {
 		}
 	})
 
+	// 300 connections from one address that send half a request and stall,
+	// under an open-file limit of 256: the per-address cap (64) keeps the
+	// descriptors free, and another address is served at once.
+	t.Run("stalled connections under a low open-file limit", func(t *testing.T) {
+		cmd := exec.Command("sh", "-c", `ulimit -n 256 && exec "$0" -addr 127.0.0.1:0`, bin)
+		base := startBinary(t, cmd)
+		host := strings.TrimPrefix(base, "http://")
+		var stalled []net.Conn
+		for range 300 {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: 5 * time.Second}
+			c, err := d.Dial("tcp", host)
+			if err != nil {
+				t.Fatalf("dial: %v", err)
+			}
+			io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n") // never finished
+			stalled = append(stalled, c)
+		}
+		t.Cleanup(func() {
+			for _, c := range stalled {
+				c.Close()
+			}
+		})
+		other := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext,
+		}}
+		for i := range 20 {
+			res, err := other.Get(base + "/healthz")
+			if err != nil {
+				t.Fatalf("request %d from another address while one holds 300 stalled connections: %v", i, err)
+			}
+			res.Body.Close()
+			if res.StatusCode != 200 {
+				t.Fatalf("request %d from another address: %d", i, res.StatusCode)
+			}
+		}
+	})
+
 	t.Run("graceful shutdown", func(t *testing.T) {
 		cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
 		stderr, _ := cmd.StderrPipe()
@@ -310,6 +348,37 @@ func TestBinary(t *testing.T) {
 			t.Errorf("logs lack the shutdown:\n%s", logs.String())
 		}
 	})
+}
+
+// startBinary starts cmd (the built binary), waits for it to report
+// listening, and returns its base URL; it is killed when the test ends.
+func startBinary(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line struct{ Msg, Addr string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "costgate listening" {
+				addr <- line.Addr
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return "http://" + a
+	case <-time.After(30 * time.Second):
+		t.Fatal("the binary did not report listening")
+	}
+	return ""
 }
 
 // The playground at / in a real headless browser with the network closed:
