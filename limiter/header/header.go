@@ -74,50 +74,76 @@ var (
 // left no header is written. X-RateLimit-* describe the decision with the
 // smallest remaining (ties: the first).
 func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
-	var (
-		policy, state []byte
-		pick          *limiter.Decision
-	)
+	// Every value is written into one buffer, kept on the stack for the
+	// usual one or two policies, and becomes one string: two allocations
+	// (that string and the values' backing array) whatever the policies.
+	var stack [256]byte
+	buf := stack[:0]
+	var pick *limiter.Decision
 	for i := range decisions {
-		d := &decisions[i]
-		if d.Policy == nil || d.Policy.EffectiveMode() == limiter.Shadow || d.Err != nil && d.Outcome != limiter.ErrorLocal {
-			continue
-		}
-		if pick == nil || d.Remaining < pick.Remaining {
+		if d := &decisions[i]; shown(d) && (pick == nil || d.Remaining < pick.Remaining) {
 			pick = d
 		}
-		q, w := Window(d.Policy)
-		t := ceilSeconds(d.ResetAfter)
-		if !d.Allowed && !d.ExceedsCapacity {
-			t = RetryAfterSeconds(*d)
-		}
-		if len(policy) > 0 {
-			policy = append(policy, ", "...)
-			state = append(state, ", "...)
-		}
-		policy = appendSFString(policy, d.Policy.Name)
-		policy = strconv.AppendInt(append(policy, ";q="...), q, 10)
-		policy = strconv.AppendInt(append(policy, ";w="...), w, 10)
-		state = appendSFString(state, d.Policy.Name)
-		state = strconv.AppendInt(append(state, ";r="...), max(d.Remaining, 0), 10)
-		state = strconv.AppendInt(append(state, ";t="...), t, 10)
 	}
 	if pick == nil {
 		return
 	}
-	var num []byte
-	num = strconv.AppendInt(num, pick.Limit, 10)
-	nLimit := len(num)
-	num = strconv.AppendInt(num, max(pick.Remaining, 0), 10)
-	nRemaining := len(num)
-	num = strconv.AppendInt(num, resetUnix(now, pick.ResetAfter), 10)
-	nums := string(num)
-	vals := []string{nums[:nLimit], nums[nLimit:nRemaining], nums[nRemaining:], string(policy), string(state)}
-	h[keyLimit] = vals[0:1:1]
-	h[keyRemaining] = vals[1:2:2]
-	h[keyReset] = vals[2:3:3]
-	h[keyPolicy] = vals[3:4:4]
-	h[keyRateLimit] = vals[4:5:5]
+	var cut [5]int
+	buf = strconv.AppendInt(buf, pick.Limit, 10)
+	cut[0] = len(buf)
+	buf = strconv.AppendInt(buf, max(pick.Remaining, 0), 10)
+	cut[1] = len(buf)
+	buf = strconv.AppendInt(buf, resetUnix(now, pick.ResetAfter), 10)
+	cut[2] = len(buf)
+	first := true
+	for i := range decisions {
+		d := &decisions[i]
+		if !shown(d) {
+			continue
+		}
+		if !first {
+			buf = append(buf, ", "...)
+		}
+		first = false
+		q, w := Window(d.Policy)
+		buf = appendSFString(buf, d.Policy.Name)
+		buf = strconv.AppendInt(append(buf, ";q="...), q, 10)
+		buf = strconv.AppendInt(append(buf, ";w="...), w, 10)
+	}
+	cut[3] = len(buf)
+	first = true
+	for i := range decisions {
+		d := &decisions[i]
+		if !shown(d) {
+			continue
+		}
+		if !first {
+			buf = append(buf, ", "...)
+		}
+		first = false
+		t := ceilSeconds(d.ResetAfter)
+		if !d.Allowed && !d.ExceedsCapacity {
+			t = RetryAfterSeconds(*d)
+		}
+		buf = appendSFString(buf, d.Policy.Name)
+		buf = strconv.AppendInt(append(buf, ";r="...), max(d.Remaining, 0), 10)
+		buf = strconv.AppendInt(append(buf, ";t="...), t, 10)
+	}
+	cut[4] = len(buf)
+	all := string(buf)
+	vals := [...]string{all[:cut[0]], all[cut[0]:cut[1]], all[cut[1]:cut[2]], all[cut[2]:cut[3]], all[cut[3]:cut[4]]}
+	backing := vals[:] // one allocation for the five one-element slices
+	h[keyLimit] = backing[0:1:1]
+	h[keyRemaining] = backing[1:2:2]
+	h[keyReset] = backing[2:3:3]
+	h[keyPolicy] = backing[3:4:4]
+	h[keyRateLimit] = backing[4:5:5]
+}
+
+// shown reports whether a decision is described by the headers: not a
+// shadow-mode policy's, and made by the store (or the local fallback).
+func shown(d *limiter.Decision) bool {
+	return d.Policy != nil && d.Policy.EffectiveMode() != limiter.Shadow && (d.Err == nil || d.Outcome == limiter.ErrorLocal)
 }
 
 // resetUnix is the Unix second at which the quota is full again, rounded up.

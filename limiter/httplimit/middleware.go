@@ -230,18 +230,15 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.
 	policies := rt.Policies
 	var userErr *identity.UsernameError
 	if rt.byUsername && id.Username == "" {
-		name, err := identity.ReadUsername(r, m.cfg.MaxBodyBytes)
-		if err != nil {
-			if !errors.As(err, &userErr) {
-				userErr = &identity.UsernameError{Status: http.StatusBadRequest, Reason: err.Error()}
-			}
-			if !userErr.TooLong {
-				writeError(w, userErr.Status, errorBody{Error: errorCode(userErr.Status), Message: userErr.Reason})
+		name, uerr := readUsername(r, m.cfg.MaxBodyBytes)
+		if uerr != nil {
+			if !uerr.TooLong {
+				writeError(w, uerr.Status, errorBody{Error: errorCode(uerr.Status), Message: uerr.Reason})
 				return false
 			}
 			// Refused before any normalisation, but charged to the policies
 			// that do not key by username: flooding long names costs the sender.
-			policies = rt.withoutUser
+			policies, userErr = rt.withoutUser, uerr
 		}
 		id.Username = name
 	}
@@ -284,11 +281,25 @@ func (m *Middleware) Check(ctx context.Context, policies []*limiter.Policy, id *
 	if len(policies) == 0 {
 		return nil, true
 	}
-	reqs := make([]limiter.Request, len(policies))
-	for i, p := range policies {
-		reqs[i] = limiter.Request{Policy: m.id.PolicyFor(p, id.Plan), Key: m.id.Key(p, id), Cost: cost}
+	var stack [4]limiter.Request // a route rarely has more: no allocation
+	reqs := stack[:0]
+	for _, p := range policies {
+		reqs = append(reqs, limiter.Request{Policy: m.id.PolicyFor(p, id.Plan), Key: m.id.Key(p, id), Cost: cost})
 	}
 	return m.cfg.Limiter.AllowAll(ctx, reqs)
+}
+
+// readUsername reads the login body's username; the error says how to answer.
+func readUsername(r *http.Request, maxBody int64) (string, *identity.UsernameError) {
+	name, err := identity.ReadUsername(r, maxBody)
+	if err == nil {
+		return name, nil
+	}
+	var ue *identity.UsernameError
+	if !errors.As(err, &ue) {
+		ue = &identity.UsernameError{Status: http.StatusBadRequest, Reason: err.Error()}
+	}
+	return "", ue
 }
 
 // routePattern is chi's route pattern when chi has routed the request.

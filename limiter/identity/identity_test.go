@@ -312,3 +312,25 @@ func TestRouteKeyHasNoBraces(t *testing.T) {
 		t.Errorf("key %q has braces", key)
 	}
 }
+
+// A table key's store key under a policy keyed only by the table is cached;
+// the cache gives what building it would, per policy and per key.
+func TestTableKeysAreStable(t *testing.T) {
+	res := newResolver(t, identity.Config{APIKeys: identity.Table{"k1": {Tenant: "t1", Plan: "p"}, "k2": {Tenant: "t2", Plan: "p"}}})
+	a := &limiter.Policy{Name: "a", Algorithm: limiter.TokenBucket, Limit: 1, Period: time.Second, Key: []string{"tenant", "api_key"}}
+	b := &limiter.Policy{Name: "b", Algorithm: limiter.TokenBucket, Limit: 1, Period: time.Second, Key: []string{"api_key"}}
+	keys := map[string]bool{}
+	for range 3 {
+		for _, k := range []string{"k1", "k2"} {
+			id, _ := res.Resolve(request("198.51.100.1:1", map[string]string{"X-API-Key": k}))
+			ka, kb := res.Key(a, id), res.Key(b, id)
+			if !strings.HasPrefix(ka, map[string]string{"k1": "t1:", "k2": "t2:"}[k]) || !strings.HasSuffix(ka, ":"+kb) {
+				t.Fatalf("key %s: %q under [tenant api_key], %q under [api_key]", k, ka, kb)
+			}
+			keys[ka], keys[kb] = true, true
+		}
+	}
+	if len(keys) != 4 {
+		t.Errorf("%d distinct keys for 2 keys × 2 policies, want 4", len(keys))
+	}
+}
