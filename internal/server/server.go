@@ -137,6 +137,9 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, error) {
 	policies := cfg.LimiterPolicies()
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
+	if len(cfg.CORS.AllowedOrigins) > 0 {
+		r.Use(newCORS(cfg.CORS.AllowedOrigins, cfg.Identity.APIKeyHeader).handler)
+	}
 
 	var rest *httplimit.Middleware
 	if len(cfg.Routes) > 0 {

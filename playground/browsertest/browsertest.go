@@ -159,6 +159,24 @@ func Run(ctx context.Context, pageURL, query string, opts Options) (*Result, err
 	return res, nil
 }
 
+// Eval loads pageURL, evaluates the JavaScript expression expr in it (a
+// promise is awaited) and decodes its JSON value into out. It is for pages
+// other than the playground: a page of one origin calling another, say.
+func Eval(ctx context.Context, pageURL, expr string, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	b, err := startBrowser(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	res := &Result{}
+	if err := b.runQuery(ctx, pageURL, "", Options{}, res); err != nil {
+		return err
+	}
+	return b.evalAwait(ctx, expr, out)
+}
+
 // browser is one chromium process and the page session the run uses.
 type browser struct {
 	cmd     *exec.Cmd
@@ -611,6 +629,15 @@ func (b *browser) call(ctx context.Context, method string, params, result any) e
 
 // eval evaluates expr in the page and decodes its (JSON) value into out.
 func (b *browser) eval(ctx context.Context, expr string, out any) error {
+	return b.evaluate(ctx, expr, false, out)
+}
+
+// evalAwait is eval for an expression whose value is a promise.
+func (b *browser) evalAwait(ctx context.Context, expr string, out any) error {
+	return b.evaluate(ctx, expr, true, out)
+}
+
+func (b *browser) evaluate(ctx context.Context, expr string, await bool, out any) error {
 	var r struct {
 		Result struct {
 			Value json.RawMessage `json:"value"`
@@ -622,7 +649,7 @@ func (b *browser) eval(ctx context.Context, expr string, out any) error {
 			} `json:"exception"`
 		} `json:"exceptionDetails"`
 	}
-	if err := b.call(ctx, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true}, &r); err != nil {
+	if err := b.call(ctx, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true, "awaitPromise": await}, &r); err != nil {
 		return err
 	}
 	if r.Exception != nil {
