@@ -30,10 +30,15 @@
 //     value (a literal, a variable, or the argument's schema default; null is no value;
 //     negative values count as 0), else @listSize(assumedSize:), else the default list
 //     size (10, see [WithDefaultListSize]). Each inner level of [[T]] multiplies by the
-//     default list size again.
+//     default list size again. A slicing argument that is a list (ids: [ID!]) gives the
+//     length of its value; one written as a path ("input.page.first") reads the Int or
+//     list at the end of the path through the input objects.
 //   - A field named in its parent's @listSize(sizedFields:) takes the parent's size, and
 //     the parent then counts once: with products(first: 10) @listSize(sizedFields:
-//     ["nodes"]), products counts 1 and products.nodes counts 10.
+//     ["nodes"]), products counts 1 and products.nodes counts 10. An entry may be a path
+//     to a deeper list, "page.items" or, in Apollo's selection syntax,
+//     "results { page }": the list at its end takes the size, the fields on the way are
+//     priced as usual.
 //   - argCost(f) adds the @cost of each argument present in the operation and of each
 //     input field present in their values, once per field, not per item.
 //   - For an interface or union T, the per-item term w + Σ cost(children) is the maximum
@@ -69,7 +74,8 @@
 //
 // [NewSchema] rejects, naming the place (Type.field, Type.field(arg:), Input.field): a
 // weight that is not a non-negative integer; @listSize on a field that is neither a list
-// nor a connection naming its lists in sizedFields; sizedFields naming a field the
-// returned type lacks or one that is not a list; a slicing argument that is not an Int
-// argument (a path such as "filter.max" must end at an Int input field).
+// nor a connection naming its lists in sizedFields; a sizedFields path through a field
+// the type lacks, or ending at one that is not a list; a slicing argument that is neither
+// an Int nor a list argument (a path such as "filter.max" must end at an Int or list
+// input field, through input objects).
 package complexity

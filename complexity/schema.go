@@ -71,18 +71,16 @@ type listSizeInfo struct {
 	assumedSize    int64
 	hasAssumedSize bool
 	slicing        []slicingArgument
-	sizedFields    []string
+	sized          *sizedNode // the sizedFields paths; nil when there are none
 	requireOne     bool
 }
 
-// slicingArgument is "first", or a path into an input object such as "filter.max".
+// slicingArgument is "first", or a path into an input object such as "filter.max". list
+// is set when the value at its end is a list, whose length is the size ("ids").
 type slicingArgument struct {
 	name string
 	path []string
-}
-
-func (ls *listSizeInfo) sizes(field string) bool {
-	return ls != nil && slices.Contains(ls.sizedFields, field)
+	list bool
 }
 
 // NewSchema reads the cost directives of schema and checks them. Every problem is
@@ -91,9 +89,10 @@ func (ls *listSizeInfo) sizes(field string) bool {
 //
 //   - a @cost weight that is not a non-negative integer (5, "5" and "5.0" are accepted);
 //   - @listSize on a field that is not a list and names no sizedFields;
-//   - sizedFields naming a field the returned type lacks, or one that is not a list;
-//   - a slicing argument that is not an Int argument (or Int input field, for a path
-//     such as "filter.max");
+//   - a sizedFields path ("nodes", "edges.node", "results { page }") through a field
+//     the type lacks, or ending at a field that is not a list;
+//   - a slicing argument that is neither an Int nor a list argument (nor, for a path
+//     into an input object such as "filter.max", an Int or list input field);
 //   - a negative assumedSize, or a negative option.
 func NewSchema(schema *ast.Schema, opts ...Option) (*Schema, error) {
 	if schema == nil {
@@ -121,8 +120,9 @@ func NewSchema(schema *ast.Schema, opts ...Option) (*Schema, error) {
 func (s *Schema) AST() *ast.Schema { return s.ast }
 
 type loader struct {
-	s    *Schema
-	errs []*SchemaError
+	s     *Schema
+	names directiveNames
+	errs  []*SchemaError
 }
 
 func (l *loader) fail(coordinate, format string, args ...any) {
@@ -147,6 +147,7 @@ func (l *loader) checkConfig() {
 
 func (l *loader) load() {
 	s := l.s
+	l.names = plainNames()
 	names := make([]string, 0, len(s.ast.Types))
 	for name := range s.ast.Types {
 		names = append(names, name)
@@ -268,9 +269,25 @@ func (l *loader) markInputCost(names []string) {
 	}
 }
 
+// directive finds the directive of one of names in dirs. A directive with the plain name
+// (canonical) that the schema's @link renamed is an error: costgate will not guess
+// whether it carries cost rules.
+func (l *loader) directive(coordinate string, dirs ast.DirectiveList, names []string, canonical string) *ast.Directive {
+	for _, d := range dirs {
+		if slices.Contains(names, d.Name) {
+			return d
+		}
+	}
+	if !slices.Contains(names, canonical) && dirs.ForName(canonical) != nil {
+		l.fail(coordinate, "@%s is not the cost spec's directive in this schema: %s names it @%s; import it under its own name or write @%s",
+			canonical, l.names.link, names[0], names[0])
+	}
+	return nil
+}
+
 // costOf reads @cost(weight:) from dirs.
 func (l *loader) costOf(coordinate string, dirs ast.DirectiveList) (int64, bool) {
-	d := dirs.ForName(costDirective)
+	d := l.directive(coordinate, dirs, l.names.cost, costDirective)
 	if d == nil {
 		return 0, false
 	}
@@ -313,11 +330,12 @@ func parseWeight(v *ast.Value) (int64, bool) {
 }
 
 func (l *loader) listSize(fi *fieldInfo, f *ast.FieldDefinition) {
-	d := f.Directives.ForName(listSizeDirective)
+	d := l.directive(fi.coordinate, f.Directives, l.names.listSize, listSizeDirective)
 	if d == nil {
 		return
 	}
 	ls := &listSizeInfo{requireOne: l.requireOneDefault(d)}
+	var sizedFields []string
 	for _, arg := range d.Arguments {
 		v := arg.Value
 		if v == nil || v.Kind == ast.NullValue {
@@ -344,7 +362,7 @@ func (l *loader) listSize(fi *fieldInfo, f *ast.FieldDefinition) {
 			if !ok {
 				l.fail(fi.coordinate, "@listSize(sizedFields: %s): must be a list of strings", v.String())
 			}
-			ls.sizedFields = names
+			sizedFields = names
 		case "requireOneSlicingArgument":
 			if v.Kind != ast.BooleanValue {
 				l.fail(fi.coordinate, "@listSize(requireOneSlicingArgument: %s): must be a Boolean", v.String())
@@ -353,22 +371,56 @@ func (l *loader) listSize(fi *fieldInfo, f *ast.FieldDefinition) {
 			ls.requireOne = v.Raw == "true"
 		}
 	}
-	if fi.listDepth == 0 && len(ls.sizedFields) == 0 {
+	if fi.listDepth == 0 && len(sizedFields) == 0 {
 		l.fail(fi.coordinate, "@listSize on a non-list field (%s); a connection field names its lists in sizedFields", f.Type.String())
 	}
-	for _, name := range ls.sizedFields {
-		sized := fi.typ.fields[name]
-		switch {
-		case sized == nil:
-			l.fail(fi.coordinate, "@listSize(sizedFields:): %s has no field %q", fi.typ.name, name)
-		case sized.listDepth == 0:
-			l.fail(fi.coordinate, "@listSize(sizedFields:): %s is not a list", sized.coordinate)
-		}
+	for _, entry := range sizedFields {
+		l.sizedField(fi, ls, entry)
 	}
-	for _, sa := range ls.slicing {
-		l.checkSlicingArgument(fi, f, sa)
+	for i := range ls.slicing {
+		l.checkSlicingArgument(fi, f, &ls.slicing[i])
 	}
 	fi.listSize = ls
+}
+
+// sizedField checks one sizedFields entry against the types it walks and adds its paths
+// to ls. Each field on a path must exist; the last must be a list.
+func (l *loader) sizedField(fi *fieldInfo, ls *listSizeInfo, entry string) {
+	paths, err := parseSizedField(entry)
+	if err != nil {
+		l.fail(fi.coordinate, "@listSize(sizedFields:): %q: %v", entry, err)
+		return
+	}
+	where := ""
+	if len(paths) > 1 || len(paths[0]) > 1 {
+		where = strconv.Quote(entry) + ": "
+	}
+	ok := true
+	for _, path := range paths {
+		t := fi.typ
+		for i, name := range path {
+			field := t.fields[name]
+			if field == nil {
+				l.fail(fi.coordinate, "@listSize(sizedFields:): %s%s has no field %q", where, t.name, name)
+				ok = false
+				break
+			}
+			if i == len(path)-1 && field.listDepth == 0 {
+				l.fail(fi.coordinate, "@listSize(sizedFields:): %s%s is not a list", where, field.coordinate)
+				ok = false
+			}
+			t = field.typ
+		}
+	}
+	if !ok {
+		return
+	}
+	if ls.sized == nil {
+		ls.sized = &sizedNode{}
+	}
+	for _, path := range paths {
+		ls.sized.add(path)
+	}
 }
 
 // requireOneDefault is the declared default of requireOneSlicingArgument, or true (the
@@ -376,7 +428,7 @@ func (l *loader) listSize(fi *fieldInfo, f *ast.FieldDefinition) {
 func (l *loader) requireOneDefault(d *ast.Directive) bool {
 	def := d.Definition
 	if def == nil {
-		def = l.s.ast.Directives[listSizeDirective]
+		def = l.s.ast.Directives[d.Name]
 	}
 	if def != nil {
 		if a := def.Arguments.ForName("requireOneSlicingArgument"); a != nil && a.DefaultValue != nil &&
@@ -387,7 +439,7 @@ func (l *loader) requireOneDefault(d *ast.Directive) bool {
 	return true
 }
 
-func (l *loader) checkSlicingArgument(fi *fieldInfo, f *ast.FieldDefinition, sa slicingArgument) {
+func (l *loader) checkSlicingArgument(fi *fieldInfo, f *ast.FieldDefinition, sa *slicingArgument) {
 	arg := f.Arguments.ForName(sa.path[0])
 	if arg == nil {
 		l.fail(fi.coordinate, "@listSize(slicingArguments:): %q is not an argument of the field", sa.name)
@@ -407,8 +459,11 @@ func (l *loader) checkSlicingArgument(fi *fieldInfo, f *ast.FieldDefinition, sa 
 		}
 		typ = field.typ
 	}
-	if typ.Elem != nil || typ.NamedType != "Int" {
-		l.fail(fi.coordinate, "@listSize(slicingArguments:): %q is not an Int argument (it is %s)", sa.name, typ.String())
+	switch {
+	case typ.Elem != nil:
+		sa.list = true // its length is the size
+	case typ.NamedType != "Int":
+		l.fail(fi.coordinate, "@listSize(slicingArguments:): %q is neither an Int nor a list argument (it is %s)", sa.name, typ.String())
 	}
 }
 

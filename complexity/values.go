@@ -186,6 +186,21 @@ func size(v value) (int64, bool) {
 	return int64(math.Ceil(f)), true
 }
 
+// length reads a list-typed slicing argument: the number of items, where a single value
+// given for a list is a list of one (GraphQL's input coercion).
+func length(v value) int64 {
+	if v.lit != nil {
+		if v.lit.Kind == ast.ListValue {
+			return clamp(int64(len(v.lit.Children)))
+		}
+		return 1
+	}
+	if list, ok := v.json.([]any); ok {
+		return clamp(int64(len(list)))
+	}
+	return 1
+}
+
 func clamp(n int64) int64 {
 	return max(0, min(n, MaxCost))
 }
@@ -300,7 +315,10 @@ func (in *inputs) inputObjectCost(typeName string, v value) int64 {
 		}
 		return total
 	}
-	m, _ := v.json.(map[string]any)
+	m, ok := v.json.(map[string]any)
+	if !ok {
+		return 0
+	}
 	for name, x := range m {
 		if field := t.inputFields[name]; field != nil && x != nil {
 			visit(field, value{json: x})
