@@ -40,7 +40,12 @@
 //     "results { page }": the list at its end takes the size, the fields on the way are
 //     priced as usual.
 //   - argCost(f) adds the @cost of each argument present in the operation and of each
-//     input field present in their values, once per field, not per item.
+//     input field present in their values, and the input object cost (0, see
+//     [WithInputObjectCost]) of each input object value among them; once per field, not
+//     per item.
+//   - @cost and @listSize on an interface field apply to each implementing type's field
+//     that declares none of its own, whether the operation selects the field on the
+//     interface or on the type.
 //   - For an interface or union T, the per-item term w + Σ cost(children) is the maximum
 //     over T's possible object types, each priced with its own weight, its own field
 //     definitions, and only the selections that apply to it.

@@ -51,7 +51,7 @@ type fieldInfo struct {
 	typ        *typeInfo
 	listDepth  int // 0 for T, 1 for [T], 2 for [[T]] ...
 	weight     int64
-	hasWeight  bool
+	hasWeight  bool // from the field's own @cost, or its interfaces'
 	args       map[string]*inputValueInfo
 	argCost    bool // some argument, or a nested input field, carries @cost
 	listSize   *listSizeInfo
@@ -94,6 +94,10 @@ type slicingArgument struct {
 //   - a slicing argument that is neither an Int nor a list argument (nor, for a path
 //     into an input object such as "filter.max", an Int or list input field);
 //   - a negative assumedSize, or a negative option.
+//
+// @cost and @listSize on an interface field apply to each implementing type's field that
+// declares none of its own (and @cost on an interface field's argument to the same
+// argument of the implementations).
 func NewSchema(schema *ast.Schema, opts ...Option) (*Schema, error) {
 	if schema == nil {
 		return nil, errors.New("complexity: nil schema")
@@ -138,6 +142,7 @@ func (l *loader) checkConfig() {
 		{"default_list_size", c.defaultListSize},
 		{"mutation_cost", c.mutationCost},
 		{"introspection_cost", c.introspectionCost},
+		{"input_object_cost", c.inputObjectCost},
 	} {
 		if o.value < 0 || o.value > MaxCost {
 			l.fail("options", "%s must be between 0 and 2^53-1, got %d", o.name, o.value)
@@ -193,6 +198,8 @@ func (l *loader) load() {
 			}
 		}
 	}
+	order := l.implementationOrder(names)
+	l.inheritWeights(order)
 	l.markInputCost(names)
 	for _, name := range names {
 		def, t := s.ast.Types[name], s.types[name]
@@ -202,6 +209,7 @@ func (l *loader) load() {
 			}
 		}
 	}
+	l.inheritListSizes(order)
 	root := func(d *ast.Definition) *typeInfo {
 		if d == nil {
 			return nil
@@ -240,9 +248,108 @@ func (l *loader) inputValue(coordinate, name string, typ *ast.Type, def *ast.Val
 	return in
 }
 
+// implementationOrder lists the object and interface types that implement an interface,
+// each after the interfaces it implements, so that inheritance flows down a chain of
+// interfaces (interface Node, interface Product implements Node, type Shoe implements
+// Product & Node).
+func (l *loader) implementationOrder(names []string) []*typeInfo {
+	var (
+		order []*typeInfo
+		seen  = map[string]bool{}
+		visit func(name string)
+	)
+	visit = func(name string) {
+		def := l.s.ast.Types[name]
+		if seen[name] || def == nil || (def.Kind != ast.Object && def.Kind != ast.Interface) {
+			return
+		}
+		seen[name] = true // before the interfaces: a cycle (an invalid schema) stops here
+		for _, i := range def.Interfaces {
+			visit(i)
+		}
+		if len(def.Interfaces) > 0 {
+			order = append(order, l.s.types[name])
+		}
+	}
+	for _, name := range names {
+		visit(name)
+	}
+	return order
+}
+
+// interfaces are the interface types t declares it implements.
+func (l *loader) interfaces(t *typeInfo) []*typeInfo {
+	var out []*typeInfo
+	for _, name := range l.s.ast.Types[t.name].Interfaces {
+		if i := l.s.types[name]; i != nil && i.kind == ast.Interface {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// inheritWeights gives a field (and each argument) that has no @cost of its own the
+// largest @cost among the same field (argument) of the interfaces its type implements.
+func (l *loader) inheritWeights(order []*typeInfo) {
+	for _, t := range order {
+		interfaces := l.interfaces(t)
+		for name, fi := range t.fields {
+			ownField := fi.hasWeight
+			ownArgs := make(map[string]bool, len(fi.args))
+			for an, a := range fi.args {
+				ownArgs[an] = a.hasWeight
+			}
+			for _, i := range interfaces {
+				ifi := i.fields[name]
+				if ifi == nil {
+					continue
+				}
+				if !ownField && ifi.hasWeight && (!fi.hasWeight || ifi.weight > fi.weight) {
+					fi.weight, fi.hasWeight = ifi.weight, true
+				}
+				for an, a := range fi.args {
+					ia := ifi.args[an]
+					if !ownArgs[an] && ia != nil && ia.hasWeight && (!a.hasWeight || ia.weight > a.weight) {
+						a.weight, a.hasWeight = ia.weight, true
+					}
+				}
+			}
+		}
+	}
+}
+
+// inheritListSizes gives a field with no @listSize of its own the @listSize of the same
+// field of the first interface (in the order the type names them) that has one. The
+// implementing field has the interface field's arguments, and sizedFields are looked up
+// by name, so the directive reads the same on either.
+func (l *loader) inheritListSizes(order []*typeInfo) {
+	for _, t := range order {
+		interfaces := l.interfaces(t)
+		for name, fi := range t.fields {
+			if fi.listSize != nil {
+				continue
+			}
+			for _, i := range interfaces {
+				if ifi := i.fields[name]; ifi != nil && ifi.listSize != nil {
+					fi.listSize = ifi.listSize
+					break
+				}
+			}
+		}
+	}
+}
+
 // markInputCost finds, to a fixed point (input types may be recursive), the input types
-// that hold a weighted input field, and the fields whose arguments can cost anything.
+// that hold a weighted input field (all of them, with an input object cost), and the
+// fields whose arguments can cost anything.
 func (l *loader) markInputCost(names []string) {
+	if l.s.cfg.inputObjectCost > 0 { // every input object value costs
+		for _, name := range names {
+			if t := l.s.types[name]; t.kind == ast.InputObject {
+				t.inputCost = true
+			}
+		}
+	}
 	for changed := true; changed; {
 		changed = false
 		for _, name := range names {

@@ -164,6 +164,12 @@ func TestNewSchemaErrors(t *testing.T) {
 			want: []string{`complexity: Query.c: @listSize(sizedFields:): "page/items": unexpected '/'`},
 		},
 		{
+			name: "negative input_object_cost",
+			sdl:  `type Query { a: Int }`,
+			opts: []complexity.Option{complexity.WithInputObjectCost(-1)},
+			want: []string{`complexity: options: input_object_cost must be between 0 and 2^53-1, got -1`},
+		},
+		{
 			name: "negative assumedSize",
 			sdl:  `type Query { l: [Int] @listSize(assumedSize: -1) }`,
 			want: []string{`complexity: Query.l: @listSize(assumedSize: -1): must be a non-negative Int`},

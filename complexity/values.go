@@ -244,7 +244,7 @@ func (in *inputs) included(dirs ast.DirectiveList) bool {
 }
 
 // argCost is the @cost of the arguments present on f and of the input fields present
-// in their values.
+// in their values, and the input object cost of each input object value among them.
 func (in *inputs) argCost(f *ast.Field, fi *fieldInfo) int64 {
 	var total int64
 	for _, a := range f.Arguments {
@@ -290,12 +290,14 @@ func (in *inputs) inputCost(typ *ast.Type, v value) int64 {
 	return in.inputCost(typ.Elem, v) // a single value where a list is expected is a list of one
 }
 
+// inputObjectCost is the input object cost of v, an input object value, plus the weights
+// of its fields present (and their own input objects').
 func (in *inputs) inputObjectCost(typeName string, v value) int64 {
 	t := in.s.types[typeName]
 	if t == nil || !t.inputCost {
 		return 0
 	}
-	var total int64
+	total := in.s.cfg.inputObjectCost
 	visit := func(field *inputValueInfo, fv value) {
 		total = add(total, field.weight)
 		if field.named != nil && field.named.inputCost {
