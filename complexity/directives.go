@@ -26,8 +26,3 @@ type directiveNames struct {
 	// link describes the @link that named them, for errors; "" when none did.
 	link string
 }
-
-// plainNames are the names of a schema that links no cost spec.
-func plainNames() directiveNames {
-	return directiveNames{cost: []string{costDirective}, listSize: []string{listSizeDirective}}
-}

@@ -75,6 +75,21 @@
 // returned and abstract items priced by their __typename. Fragments are priced once per
 // response object, so a fragment bomb's response is priced in linear time too.
 //
+// # Finding the directives
+//
+// The directives are found by name, @cost and @listSize, unless the schema links the
+// cost spec, `schema @link(url: "https://specs.apollo.dev/cost/v0.1", import: [...])` or
+// the same in `extend schema`. Then they have the names the link gives them, by the link
+// spec's rules: an import names what it imports, renamed or not
+// (`{name: "@cost", as: "@weight"}`, `"@listSize"`); what is not imported is @cost (the
+// directive named like the spec, or the link's as:) and @cost__listSize. An @link of
+// Apollo Federation (https://specs.apollo.dev/federation/v2.x) may import them too, or
+// leave them namespaced as @federation__cost.
+//
+// A schema that links a cost spec costgate does not understand is refused, never priced
+// without its rules: another version, an import of anything but @cost and @listSize, or
+// a plain @cost where the link names the directive otherwise.
+//
 // # Schema errors
 //
 // [NewSchema] rejects, naming the place (Type.field, Type.field(arg:), Input.field): a

@@ -93,9 +93,13 @@ type slicingArgument struct {
 //     the type lacks, or ending at a field that is not a list;
 //   - a slicing argument that is neither an Int nor a list argument (nor, for a path
 //     into an input object such as "filter.max", an Int or list input field);
-//   - a negative assumedSize, or a negative option.
+//   - a negative assumedSize, or a negative option;
+//   - an @link of a version of the cost spec costgate does not understand, or one that
+//     imports from it anything but @cost and @listSize; a plain @cost or @listSize in a
+//     schema whose @link of the cost spec names the directive otherwise.
 //
-// @cost and @listSize on an interface field apply to each implementing type's field that
+// The directives are found under the names the schema's @link gives them (see "Finding
+// the directives" in the package documentation), else by their plain names. @cost and @listSize on an interface field apply to each implementing type's field that
 // declares none of its own (and @cost on an interface field's argument to the same
 // argument of the implementations).
 func NewSchema(schema *ast.Schema, opts ...Option) (*Schema, error) {
@@ -152,7 +156,9 @@ func (l *loader) checkConfig() {
 
 func (l *loader) load() {
 	s := l.s
-	l.names = plainNames()
+	var linkErrs []*SchemaError
+	l.names, linkErrs = resolveNames(s.ast.SchemaDirectives)
+	l.errs = append(l.errs, linkErrs...)
 	names := make([]string, 0, len(s.ast.Types))
 	for name := range s.ast.Types {
 		names = append(names, name)
@@ -378,14 +384,14 @@ func (l *loader) markInputCost(names []string) {
 
 // directive finds the directive of one of names in dirs. A directive with the plain name
 // (canonical) that the schema's @link renamed is an error: costgate will not guess
-// whether it carries cost rules.
+// whether it carries cost rules. No names at all means the link was refused already.
 func (l *loader) directive(coordinate string, dirs ast.DirectiveList, names []string, canonical string) *ast.Directive {
 	for _, d := range dirs {
 		if slices.Contains(names, d.Name) {
 			return d
 		}
 	}
-	if !slices.Contains(names, canonical) && dirs.ForName(canonical) != nil {
+	if len(names) > 0 && !slices.Contains(names, canonical) && dirs.ForName(canonical) != nil {
 		l.fail(coordinate, "@%s is not the cost spec's directive in this schema: %s names it @%s; import it under its own name or write @%s",
 			canonical, l.names.link, names[0], names[0])
 	}
