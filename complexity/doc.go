@@ -6,6 +6,7 @@
 // # Use
 //
 //	schema, err := complexity.NewSchema(astSchema)          // once; checks the directives
+//	schema, err := complexity.LoadSDL("upstream.graphql", sdl) // or from SDL (proxy mode)
 //	limits, err := complexity.Measure(doc, operationName)   // parsed, before validation
 //	// ... validate the document ...
 //	res, err := schema.Analyze(doc, operationName, variables) // requested cost: res.Cost
