@@ -70,6 +70,13 @@
 // fields the same way, before validation, on a document that may even contain fragment
 // cycles (reported as [ErrFragmentCycle], never a hang).
 //
+// # Caching prices
+//
+// [Schema.CostVariables] names the variables of an operation that its price depends on
+// (@skip/@include conditions, slicing arguments, weighted arguments and input objects):
+// two requests that agree on those are priced the same, so a cache of priced operations
+// can key on the document and those values alone.
+//
 // # Actual cost
 //
 // [Schema.Actual] applies the same formula to a response, with n(f) the number of items
