@@ -46,16 +46,16 @@ func (s *specLink) is(name string) bool {
 // nameOf is the name the schema gives the spec's directive element, by the link spec's
 // rules: the import's alias; else the namespace for the directive named like the spec
 // (@cost of the cost spec); else namespace__element.
-func (s *specLink) nameOf(element string) (string, bool) {
+func (s *specLink) nameOf(element string) string {
 	for _, im := range s.imports {
 		if im.directive && im.element == element {
-			return im.alias, true
+			return im.alias
 		}
 	}
 	if element == s.name {
-		return s.namespace, false
+		return s.namespace
 	}
-	return s.namespace + namespaceSeparator + element, false
+	return s.namespace + namespaceSeparator + element
 }
 
 // parseLinks reads the @link directives among dirs (the schema's, extensions included).
@@ -227,8 +227,8 @@ func resolveNames(dirs ast.DirectiveList) (directiveNames, []*SchemaError) {
 					displayImport(im), costSpecVersion))
 			}
 		}
-		cost, _ := link.nameOf(costDirective)
-		listSize, _ := link.nameOf(listSizeDirective)
+		cost := link.nameOf(costDirective)
+		listSize := link.nameOf(listSizeDirective)
 		names.cost = appendNew(names.cost, cost)
 		names.listSize = appendNew(names.listSize, listSize)
 		names.link = fmt.Sprintf("@link(url: %q)", link.raw)
@@ -237,8 +237,8 @@ func resolveNames(dirs ast.DirectiveList) (directiveNames, []*SchemaError) {
 		return names, errs
 	}
 	for _, link := range fedLink {
-		cost, _ := link.nameOf(costDirective)
-		listSize, _ := link.nameOf(listSizeDirective)
+		cost := link.nameOf(costDirective)
+		listSize := link.nameOf(listSizeDirective)
 		names.cost = appendNew(names.cost, cost)
 		names.listSize = appendNew(names.listSize, listSize)
 	}
