@@ -107,9 +107,10 @@ func applyAnalyzeOptions(opts []AnalyzeOption) analyzeConfig {
 	return cfg
 }
 
-// sizing carries a parent's list size down to the fields it names in sizedFields.
+// sizing carries a parent's list size down its sizedFields paths: by is the level of the
+// paths that the current selections are at.
 type sizing struct {
-	by   *listSizeInfo
+	by   *sizedNode
 	size int64
 }
 
@@ -238,19 +239,25 @@ func (a *analyzer) field(f *ast.Field, obj *typeInfo, ctx sizing, root bool) (in
 		argCost = a.argCost(f, fi)
 	}
 
+	// A parent's sizedFields path reaching f either ends here (f takes the size) or goes
+	// on below. The field's own sizedFields, if any, take over for its children.
 	n, childCtx := int64(1), sizing{}
-	if ctx.by.sizes(f.Name) && fi.listDepth > 0 {
+	step, onPath := ctx.by.step(f.Name)
+	if step.sized && fi.listDepth > 0 {
 		n = mul(ctx.size, pow(a.s.cfg.defaultListSize, fi.listDepth-1))
 	} else if fi.listDepth > 0 || fi.listSize != nil {
 		size, ok := a.listSize(f, fi)
 		if !ok {
 			return 0, nil
 		}
-		if fi.listSize != nil && len(fi.listSize.sizedFields) > 0 {
-			childCtx = sizing{by: fi.listSize, size: size} // the parent counts once
+		if fi.listSize != nil && fi.listSize.sized != nil {
+			childCtx = sizing{by: fi.listSize.sized, size: size} // the parent counts once
 		} else {
 			n = mul(size, pow(a.s.cfg.defaultListSize, fi.listDepth-1))
 		}
+	}
+	if onPath && step.next != nil && childCtx.by == nil {
+		childCtx = sizing{by: step.next, size: ctx.size}
 	}
 
 	var (
@@ -417,6 +424,9 @@ func (a *analyzer) slicingValue(f *ast.Field, fi *fieldInfo, sa slicingArgument)
 	}
 	if state != present {
 		return 0, false, false
+	}
+	if sa.list {
+		return length(v), true, explicit
 	}
 	n, ok = size(v)
 	return n, ok, explicit

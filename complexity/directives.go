@@ -17,3 +17,12 @@ const (
 	costDirective     = "cost"
 	listSizeDirective = "listSize"
 )
+
+// directiveNames are the names under which a schema writes @cost and @listSize. Without
+// an @link of the cost spec they are the plain names; with one, the names it gives them
+// (imported, renamed, or namespaced as @cost__listSize), and only those.
+type directiveNames struct {
+	cost, listSize []string
+	// link describes the @link that named them, for errors; "" when none did.
+	link string
+}

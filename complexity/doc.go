@@ -6,6 +6,7 @@
 // # Use
 //
 //	schema, err := complexity.NewSchema(astSchema)          // once; checks the directives
+//	schema, err := complexity.LoadSDL("upstream.graphql", sdl) // or from SDL (proxy mode)
 //	limits, err := complexity.Measure(doc, operationName)   // parsed, before validation
 //	// ... validate the document ...
 //	res, err := schema.Analyze(doc, operationName, variables) // requested cost: res.Cost
@@ -30,12 +31,22 @@
 //     value (a literal, a variable, or the argument's schema default; null is no value;
 //     negative values count as 0), else @listSize(assumedSize:), else the default list
 //     size (10, see [WithDefaultListSize]). Each inner level of [[T]] multiplies by the
-//     default list size again.
+//     default list size again. A slicing argument that is a list (ids: [ID!]) gives the
+//     length of its value; one written as a path ("input.page.first") reads the Int or
+//     list at the end of the path through the input objects.
 //   - A field named in its parent's @listSize(sizedFields:) takes the parent's size, and
 //     the parent then counts once: with products(first: 10) @listSize(sizedFields:
-//     ["nodes"]), products counts 1 and products.nodes counts 10.
+//     ["nodes"]), products counts 1 and products.nodes counts 10. An entry may be a path
+//     to a deeper list, "page.items" or, in Apollo's selection syntax,
+//     "results { page }": the list at its end takes the size, the fields on the way are
+//     priced as usual.
 //   - argCost(f) adds the @cost of each argument present in the operation and of each
-//     input field present in their values, once per field, not per item.
+//     input field present in their values, and the input object cost (0, see
+//     [WithInputObjectCost]) of each input object value among them; once per field, not
+//     per item.
+//   - @cost and @listSize on an interface field apply to each implementing type's field
+//     that declares none of its own, whether the operation selects the field on the
+//     interface or on the type.
 //   - For an interface or union T, the per-item term w + Σ cost(children) is the maximum
 //     over T's possible object types, each priced with its own weight, its own field
 //     definitions, and only the selections that apply to it.
@@ -59,17 +70,40 @@
 // fields the same way, before validation, on a document that may even contain fragment
 // cycles (reported as [ErrFragmentCycle], never a hang).
 //
+// # Caching prices
+//
+// [Schema.CostVariables] names the variables of an operation that its price depends on
+// (@skip/@include conditions, slicing arguments, weighted arguments and input objects):
+// two requests that agree on those are priced the same, so a cache of priced operations
+// can key on the document and those values alone.
+//
 // # Actual cost
 //
 // [Schema.Actual] applies the same formula to a response, with n(f) the number of items
 // returned and abstract items priced by their __typename. Fragments are priced once per
 // response object, so a fragment bomb's response is priced in linear time too.
 //
+// # Finding the directives
+//
+// The directives are found by name, @cost and @listSize, unless the schema links the
+// cost spec, `schema @link(url: "https://specs.apollo.dev/cost/v0.1", import: [...])` or
+// the same in `extend schema`. Then they have the names the link gives them, by the link
+// spec's rules: an import names what it imports, renamed or not
+// (`{name: "@cost", as: "@weight"}`, `"@listSize"`); what is not imported is @cost (the
+// directive named like the spec, or the link's as:) and @cost__listSize. An @link of
+// Apollo Federation (https://specs.apollo.dev/federation/v2.x) may import them too, or
+// leave them namespaced as @federation__cost.
+//
+// A schema that links a cost spec costgate does not understand is refused, never priced
+// without its rules: another version, an import of anything but @cost and @listSize, or
+// a plain @cost where the link names the directive otherwise.
+//
 // # Schema errors
 //
 // [NewSchema] rejects, naming the place (Type.field, Type.field(arg:), Input.field): a
 // weight that is not a non-negative integer; @listSize on a field that is neither a list
-// nor a connection naming its lists in sizedFields; sizedFields naming a field the
-// returned type lacks or one that is not a list; a slicing argument that is not an Int
-// argument (a path such as "filter.max" must end at an Int input field).
+// nor a connection naming its lists in sizedFields; a sizedFields path through a field
+// the type lacks, or ending at one that is not a list; a slicing argument that is neither
+// an Int nor a list argument (a path such as "filter.max" must end at an Int or list
+// input field, through input objects).
 package complexity

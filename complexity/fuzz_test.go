@@ -28,6 +28,7 @@ func FuzzAnalyze(f *testing.F) {
 	f.Add(pathFanOutQuery(3), `{"product":{"a":[{"id":"1"}],"b":null}}`)
 	f.Add(`{ a { ...A } } fragment A on T { ...A }`, `null`)
 	f.Add(`{ search(term: "x", limit: 2) { __typename ... on Shop { name } } }`, `{"search":[{"__typename":"Shop","name":"s"},{"__typename":"Nope"}]}`)
+	f.Add(`query($ids: [ID!], $n: Int) { byIds(ids: $ids) { id } shelf(first: $n) { rows { products { price } } top { products { id } } } }`, `{"ids":["a","b"],"n":3}`)
 
 	schema := testSchema(f)
 	schemaAST := loadAST(f)
@@ -74,8 +75,19 @@ func FuzzAnalyze(f *testing.F) {
 			t.Fatalf("Analyze limits %+v, Measure %+v", res.Limits, limits)
 		}
 		for _, op := range doc.Operations {
-			if _, err := schema.AnalyzeOperation(op, vars); err != nil && !isOperationError(err) {
+			opRes, err := schema.AnalyzeOperation(op, vars)
+			if err != nil && !isOperationError(err) {
 				t.Fatalf("AnalyzeOperation on a valid document: %v", err)
+			}
+			// Only the cost variables decide the price: dropping the others changes nothing.
+			kept := map[string]any{}
+			for _, name := range schema.CostVariables(op) {
+				if x, ok := vars[name]; ok {
+					kept[name] = x
+				}
+			}
+			if keptRes, keptErr := schema.AnalyzeOperation(op, kept); keptRes.Cost != opRes.Cost || fmt.Sprint(keptErr) != fmt.Sprint(err) {
+				t.Fatalf("with only the cost variables %v: %d, %v; with all: %d, %v", kept, keptRes.Cost, keptErr, opRes.Cost, err)
 			}
 			actual, err := schema.Actual(op, vars, vars)
 			if err != nil {

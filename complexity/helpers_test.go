@@ -1,7 +1,9 @@
 package complexity_test
 
 import (
+	"errors"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -68,3 +70,63 @@ func mustParse(tb testing.TB, query string) *ast.QueryDocument {
 	}
 	return doc
 }
+
+// priceCase is one hand-worked price: the comment beside want works the SPEC §4 formula
+// cost(f) = argCost(f) + n(f) × (w(f) + Σ cost(children)).
+type priceCase struct {
+	name  string
+	query string
+	vars  map[string]any
+	want  int64
+	// wantField, when set, expects SLICING_ARGUMENT_REQUIRED on that schema coordinate.
+	wantField string
+}
+
+// newTestSchema loads sdl after costgate's directive declarations and reads its cost
+// directives, failing the test on any error.
+func newTestSchema(tb testing.TB, sdl string, opts ...complexity.Option) (*ast.Schema, *complexity.Schema) {
+	tb.Helper()
+	schemaAST, err := gqlparser.LoadSchema(
+		&ast.Source{Name: "directives.graphql", Input: complexity.DirectivesSDL},
+		&ast.Source{Name: "schema.graphql", Input: sdl},
+	)
+	if err != nil {
+		tb.Fatalf("gqlparser.LoadSchema: %v", err)
+	}
+	s, err := complexity.NewSchema(schemaAST, opts...)
+	if err != nil {
+		tb.Fatalf("NewSchema: %v", err)
+	}
+	return schemaAST, s
+}
+
+// checkPrices prices each case on a validated document (through Analyze and
+// AnalyzeOperation, which must agree) and compares with its hand-worked figure.
+func checkPrices(t *testing.T, schemaAST *ast.Schema, s *complexity.Schema, cases []priceCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := parseValid(t, schemaAST, tc.query)
+			got, err := s.Analyze(doc, "", tc.vars)
+			if tc.wantField != "" {
+				var opErr *complexity.OperationError
+				if !errors.As(err, &opErr) || opErr.Code != complexity.CodeSlicingArgumentRequired || opErr.Field != tc.wantField {
+					t.Fatalf("Analyze = %d, %v; want %s on %s", got.Cost, err, complexity.CodeSlicingArgumentRequired, tc.wantField)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Analyze: %v", err)
+			}
+			if got.Cost != tc.want {
+				t.Errorf("cost = %d, want %d", got.Cost, tc.want)
+			}
+			op, err := s.AnalyzeOperation(doc.Operations[0], tc.vars)
+			if err != nil || op.Cost != got.Cost {
+				t.Errorf("AnalyzeOperation = %d, %v; want %d", op.Cost, err, got.Cost)
+			}
+		})
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

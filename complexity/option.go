@@ -7,6 +7,7 @@ type config struct {
 	defaultListSize   int64
 	mutationCost      int64
 	introspectionCost int64
+	inputObjectCost   int64
 }
 
 func defaultConfig() config {
@@ -34,6 +35,15 @@ func WithMutationCost(n int) Option {
 // selects. Default 1.
 func WithIntrospectionCost(n int) Option {
 	return func(c *config) { c.introspectionCost = int64(n) }
+}
+
+// WithInputObjectCost sets the weight of each input object value in a field's arguments,
+// nested ones included and each element of a list of them: with 1,
+// filter: {range: {min: 1}} adds 2. It is counted once per field, like the @cost of the
+// arguments, not multiplied by the field's list size. Default 0 (only @cost weights
+// count); Apollo Router and the IBM spec count 1.
+func WithInputObjectCost(n int) Option {
+	return func(c *config) { c.inputObjectCost = int64(n) }
 }
 
 // AnalyzeOption configures one call of [Schema.Analyze] or [Schema.AnalyzeOperation].

@@ -51,7 +51,7 @@ type fieldInfo struct {
 	typ        *typeInfo
 	listDepth  int // 0 for T, 1 for [T], 2 for [[T]] ...
 	weight     int64
-	hasWeight  bool
+	hasWeight  bool // from the field's own @cost, or its interfaces'
 	args       map[string]*inputValueInfo
 	argCost    bool // some argument, or a nested input field, carries @cost
 	listSize   *listSizeInfo
@@ -71,18 +71,16 @@ type listSizeInfo struct {
 	assumedSize    int64
 	hasAssumedSize bool
 	slicing        []slicingArgument
-	sizedFields    []string
+	sized          *sizedNode // the sizedFields paths; nil when there are none
 	requireOne     bool
 }
 
-// slicingArgument is "first", or a path into an input object such as "filter.max".
+// slicingArgument is "first", or a path into an input object such as "filter.max". list
+// is set when the value at its end is a list, whose length is the size ("ids").
 type slicingArgument struct {
 	name string
 	path []string
-}
-
-func (ls *listSizeInfo) sizes(field string) bool {
-	return ls != nil && slices.Contains(ls.sizedFields, field)
+	list bool
 }
 
 // NewSchema reads the cost directives of schema and checks them. Every problem is
@@ -91,10 +89,19 @@ func (ls *listSizeInfo) sizes(field string) bool {
 //
 //   - a @cost weight that is not a non-negative integer (5, "5" and "5.0" are accepted);
 //   - @listSize on a field that is not a list and names no sizedFields;
-//   - sizedFields naming a field the returned type lacks, or one that is not a list;
-//   - a slicing argument that is not an Int argument (or Int input field, for a path
-//     such as "filter.max");
-//   - a negative assumedSize, or a negative option.
+//   - a sizedFields path ("nodes", "edges.node", "results { page }") through a field
+//     the type lacks, or ending at a field that is not a list;
+//   - a slicing argument that is neither an Int nor a list argument (nor, for a path
+//     into an input object such as "filter.max", an Int or list input field);
+//   - a negative assumedSize, or a negative option;
+//   - an @link of a version of the cost spec costgate does not understand, or one that
+//     imports from it anything but @cost and @listSize; a plain @cost or @listSize in a
+//     schema whose @link of the cost spec names the directive otherwise.
+//
+// The directives are found under the names the schema's @link gives them (see "Finding
+// the directives" in the package documentation), else by their plain names. @cost and @listSize on an interface field apply to each implementing type's field that
+// declares none of its own (and @cost on an interface field's argument to the same
+// argument of the implementations).
 func NewSchema(schema *ast.Schema, opts ...Option) (*Schema, error) {
 	if schema == nil {
 		return nil, errors.New("complexity: nil schema")
@@ -121,8 +128,9 @@ func NewSchema(schema *ast.Schema, opts ...Option) (*Schema, error) {
 func (s *Schema) AST() *ast.Schema { return s.ast }
 
 type loader struct {
-	s    *Schema
-	errs []*SchemaError
+	s     *Schema
+	names directiveNames
+	errs  []*SchemaError
 }
 
 func (l *loader) fail(coordinate, format string, args ...any) {
@@ -138,6 +146,7 @@ func (l *loader) checkConfig() {
 		{"default_list_size", c.defaultListSize},
 		{"mutation_cost", c.mutationCost},
 		{"introspection_cost", c.introspectionCost},
+		{"input_object_cost", c.inputObjectCost},
 	} {
 		if o.value < 0 || o.value > MaxCost {
 			l.fail("options", "%s must be between 0 and 2^53-1, got %d", o.name, o.value)
@@ -147,6 +156,9 @@ func (l *loader) checkConfig() {
 
 func (l *loader) load() {
 	s := l.s
+	var linkErrs []*SchemaError
+	l.names, linkErrs = resolveNames(s.ast.SchemaDirectives)
+	l.errs = append(l.errs, linkErrs...)
 	names := make([]string, 0, len(s.ast.Types))
 	for name := range s.ast.Types {
 		names = append(names, name)
@@ -192,6 +204,8 @@ func (l *loader) load() {
 			}
 		}
 	}
+	order := l.implementationOrder(names)
+	l.inheritWeights(order)
 	l.markInputCost(names)
 	for _, name := range names {
 		def, t := s.ast.Types[name], s.types[name]
@@ -201,6 +215,7 @@ func (l *loader) load() {
 			}
 		}
 	}
+	l.inheritListSizes(order)
 	root := func(d *ast.Definition) *typeInfo {
 		if d == nil {
 			return nil
@@ -239,9 +254,108 @@ func (l *loader) inputValue(coordinate, name string, typ *ast.Type, def *ast.Val
 	return in
 }
 
+// implementationOrder lists the object and interface types that implement an interface,
+// each after the interfaces it implements, so that inheritance flows down a chain of
+// interfaces (interface Node, interface Product implements Node, type Shoe implements
+// Product & Node).
+func (l *loader) implementationOrder(names []string) []*typeInfo {
+	var (
+		order []*typeInfo
+		seen  = map[string]bool{}
+		visit func(name string)
+	)
+	visit = func(name string) {
+		def := l.s.ast.Types[name]
+		if seen[name] || def == nil || (def.Kind != ast.Object && def.Kind != ast.Interface) {
+			return
+		}
+		seen[name] = true // before the interfaces: a cycle (an invalid schema) stops here
+		for _, i := range def.Interfaces {
+			visit(i)
+		}
+		if len(def.Interfaces) > 0 {
+			order = append(order, l.s.types[name])
+		}
+	}
+	for _, name := range names {
+		visit(name)
+	}
+	return order
+}
+
+// interfaces are the interface types t declares it implements.
+func (l *loader) interfaces(t *typeInfo) []*typeInfo {
+	var out []*typeInfo
+	for _, name := range l.s.ast.Types[t.name].Interfaces {
+		if i := l.s.types[name]; i != nil && i.kind == ast.Interface {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// inheritWeights gives a field (and each argument) that has no @cost of its own the
+// largest @cost among the same field (argument) of the interfaces its type implements.
+func (l *loader) inheritWeights(order []*typeInfo) {
+	for _, t := range order {
+		interfaces := l.interfaces(t)
+		for name, fi := range t.fields {
+			ownField := fi.hasWeight
+			ownArgs := make(map[string]bool, len(fi.args))
+			for an, a := range fi.args {
+				ownArgs[an] = a.hasWeight
+			}
+			for _, i := range interfaces {
+				ifi := i.fields[name]
+				if ifi == nil {
+					continue
+				}
+				if !ownField && ifi.hasWeight && (!fi.hasWeight || ifi.weight > fi.weight) {
+					fi.weight, fi.hasWeight = ifi.weight, true
+				}
+				for an, a := range fi.args {
+					ia := ifi.args[an]
+					if !ownArgs[an] && ia != nil && ia.hasWeight && (!a.hasWeight || ia.weight > a.weight) {
+						a.weight, a.hasWeight = ia.weight, true
+					}
+				}
+			}
+		}
+	}
+}
+
+// inheritListSizes gives a field with no @listSize of its own the @listSize of the same
+// field of the first interface (in the order the type names them) that has one. The
+// implementing field has the interface field's arguments, and sizedFields are looked up
+// by name, so the directive reads the same on either.
+func (l *loader) inheritListSizes(order []*typeInfo) {
+	for _, t := range order {
+		interfaces := l.interfaces(t)
+		for name, fi := range t.fields {
+			if fi.listSize != nil {
+				continue
+			}
+			for _, i := range interfaces {
+				if ifi := i.fields[name]; ifi != nil && ifi.listSize != nil {
+					fi.listSize = ifi.listSize
+					break
+				}
+			}
+		}
+	}
+}
+
 // markInputCost finds, to a fixed point (input types may be recursive), the input types
-// that hold a weighted input field, and the fields whose arguments can cost anything.
+// that hold a weighted input field (all of them, with an input object cost), and the
+// fields whose arguments can cost anything.
 func (l *loader) markInputCost(names []string) {
+	if l.s.cfg.inputObjectCost > 0 { // every input object value costs
+		for _, name := range names {
+			if t := l.s.types[name]; t.kind == ast.InputObject {
+				t.inputCost = true
+			}
+		}
+	}
 	for changed := true; changed; {
 		changed = false
 		for _, name := range names {
@@ -268,9 +382,25 @@ func (l *loader) markInputCost(names []string) {
 	}
 }
 
+// directive finds the directive of one of names in dirs. A directive with the plain name
+// (canonical) that the schema's @link renamed is an error: costgate will not guess
+// whether it carries cost rules. No names at all means the link was refused already.
+func (l *loader) directive(coordinate string, dirs ast.DirectiveList, names []string, canonical string) *ast.Directive {
+	for _, d := range dirs {
+		if slices.Contains(names, d.Name) {
+			return d
+		}
+	}
+	if len(names) > 0 && !slices.Contains(names, canonical) && dirs.ForName(canonical) != nil {
+		l.fail(coordinate, "@%s is not the cost spec's directive in this schema: %s names it @%s; import it under its own name or write @%s",
+			canonical, l.names.link, names[0], names[0])
+	}
+	return nil
+}
+
 // costOf reads @cost(weight:) from dirs.
 func (l *loader) costOf(coordinate string, dirs ast.DirectiveList) (int64, bool) {
-	d := dirs.ForName(costDirective)
+	d := l.directive(coordinate, dirs, l.names.cost, costDirective)
 	if d == nil {
 		return 0, false
 	}
@@ -313,11 +443,12 @@ func parseWeight(v *ast.Value) (int64, bool) {
 }
 
 func (l *loader) listSize(fi *fieldInfo, f *ast.FieldDefinition) {
-	d := f.Directives.ForName(listSizeDirective)
+	d := l.directive(fi.coordinate, f.Directives, l.names.listSize, listSizeDirective)
 	if d == nil {
 		return
 	}
 	ls := &listSizeInfo{requireOne: l.requireOneDefault(d)}
+	var sizedFields []string
 	for _, arg := range d.Arguments {
 		v := arg.Value
 		if v == nil || v.Kind == ast.NullValue {
@@ -344,7 +475,7 @@ func (l *loader) listSize(fi *fieldInfo, f *ast.FieldDefinition) {
 			if !ok {
 				l.fail(fi.coordinate, "@listSize(sizedFields: %s): must be a list of strings", v.String())
 			}
-			ls.sizedFields = names
+			sizedFields = names
 		case "requireOneSlicingArgument":
 			if v.Kind != ast.BooleanValue {
 				l.fail(fi.coordinate, "@listSize(requireOneSlicingArgument: %s): must be a Boolean", v.String())
@@ -353,22 +484,56 @@ func (l *loader) listSize(fi *fieldInfo, f *ast.FieldDefinition) {
 			ls.requireOne = v.Raw == "true"
 		}
 	}
-	if fi.listDepth == 0 && len(ls.sizedFields) == 0 {
+	if fi.listDepth == 0 && len(sizedFields) == 0 {
 		l.fail(fi.coordinate, "@listSize on a non-list field (%s); a connection field names its lists in sizedFields", f.Type.String())
 	}
-	for _, name := range ls.sizedFields {
-		sized := fi.typ.fields[name]
-		switch {
-		case sized == nil:
-			l.fail(fi.coordinate, "@listSize(sizedFields:): %s has no field %q", fi.typ.name, name)
-		case sized.listDepth == 0:
-			l.fail(fi.coordinate, "@listSize(sizedFields:): %s is not a list", sized.coordinate)
-		}
+	for _, entry := range sizedFields {
+		l.sizedField(fi, ls, entry)
 	}
-	for _, sa := range ls.slicing {
-		l.checkSlicingArgument(fi, f, sa)
+	for i := range ls.slicing {
+		l.checkSlicingArgument(fi, f, &ls.slicing[i])
 	}
 	fi.listSize = ls
+}
+
+// sizedField checks one sizedFields entry against the types it walks and adds its paths
+// to ls. Each field on a path must exist; the last must be a list.
+func (l *loader) sizedField(fi *fieldInfo, ls *listSizeInfo, entry string) {
+	paths, err := parseSizedField(entry)
+	if err != nil {
+		l.fail(fi.coordinate, "@listSize(sizedFields:): %q: %v", entry, err)
+		return
+	}
+	where := ""
+	if len(paths) > 1 || len(paths[0]) > 1 {
+		where = strconv.Quote(entry) + ": "
+	}
+	ok := true
+	for _, path := range paths {
+		t := fi.typ
+		for i, name := range path {
+			field := t.fields[name]
+			if field == nil {
+				l.fail(fi.coordinate, "@listSize(sizedFields:): %s%s has no field %q", where, t.name, name)
+				ok = false
+				break
+			}
+			if i == len(path)-1 && field.listDepth == 0 {
+				l.fail(fi.coordinate, "@listSize(sizedFields:): %s%s is not a list", where, field.coordinate)
+				ok = false
+			}
+			t = field.typ
+		}
+	}
+	if !ok {
+		return
+	}
+	if ls.sized == nil {
+		ls.sized = &sizedNode{}
+	}
+	for _, path := range paths {
+		ls.sized.add(path)
+	}
 }
 
 // requireOneDefault is the declared default of requireOneSlicingArgument, or true (the
@@ -376,7 +541,7 @@ func (l *loader) listSize(fi *fieldInfo, f *ast.FieldDefinition) {
 func (l *loader) requireOneDefault(d *ast.Directive) bool {
 	def := d.Definition
 	if def == nil {
-		def = l.s.ast.Directives[listSizeDirective]
+		def = l.s.ast.Directives[d.Name]
 	}
 	if def != nil {
 		if a := def.Arguments.ForName("requireOneSlicingArgument"); a != nil && a.DefaultValue != nil &&
@@ -387,7 +552,7 @@ func (l *loader) requireOneDefault(d *ast.Directive) bool {
 	return true
 }
 
-func (l *loader) checkSlicingArgument(fi *fieldInfo, f *ast.FieldDefinition, sa slicingArgument) {
+func (l *loader) checkSlicingArgument(fi *fieldInfo, f *ast.FieldDefinition, sa *slicingArgument) {
 	arg := f.Arguments.ForName(sa.path[0])
 	if arg == nil {
 		l.fail(fi.coordinate, "@listSize(slicingArguments:): %q is not an argument of the field", sa.name)
@@ -407,8 +572,11 @@ func (l *loader) checkSlicingArgument(fi *fieldInfo, f *ast.FieldDefinition, sa 
 		}
 		typ = field.typ
 	}
-	if typ.Elem != nil || typ.NamedType != "Int" {
-		l.fail(fi.coordinate, "@listSize(slicingArguments:): %q is not an Int argument (it is %s)", sa.name, typ.String())
+	switch {
+	case typ.Elem != nil:
+		sa.list = true // its length is the size
+	case typ.NamedType != "Int":
+		l.fail(fi.coordinate, "@listSize(slicingArguments:): %q is neither an Int nor a list argument (it is %s)", sa.name, typ.String())
 	}
 }
 

@@ -95,17 +95,79 @@ func TestNewSchemaErrors(t *testing.T) {
 		{
 			name: "slicing argument that is a String",
 			sdl:  `type Query { l(after: String): [Int] @listSize(slicingArguments: ["after"]) }`,
-			want: []string{`complexity: Query.l: @listSize(slicingArguments:): "after" is not an Int argument (it is String)`},
+			want: []string{`complexity: Query.l: @listSize(slicingArguments:): "after" is neither an Int nor a list argument (it is String)`},
 		},
 		{
-			name: "slicing argument that is a list of Int",
-			sdl:  `type Query { l(ids: [Int]): [Int] @listSize(slicingArguments: ["ids"]) }`,
-			want: []string{`complexity: Query.l: @listSize(slicingArguments:): "ids" is not an Int argument (it is [Int])`},
+			name: "slicing argument that is an input object",
+			sdl:  `type Query { l(f: F): [Int] @listSize(slicingArguments: ["f"]) } input F { max: Int }`,
+			want: []string{`complexity: Query.l: @listSize(slicingArguments:): "f" is neither an Int nor a list argument (it is F)`},
 		},
 		{
 			name: "slicing path into a missing input field",
 			sdl:  `type Query { l(f: F): [Int] @listSize(slicingArguments: ["f.nope"]) } input F { max: Int }`,
 			want: []string{`complexity: Query.l: @listSize(slicingArguments:): "f.nope": F has no field "nope"`},
+		},
+		{
+			name: "slicing path ending at an input object",
+			sdl:  `type Query { l(in: S): [Int] @listSize(slicingArguments: ["in.page"]) } input S { page: P } input P { first: Int }`,
+			want: []string{`complexity: Query.l: @listSize(slicingArguments:): "in.page" is neither an Int nor a list argument (it is P)`},
+		},
+		{
+			name: "slicing path ending at a String",
+			sdl:  `type Query { l(in: S): [Int] @listSize(slicingArguments: ["in.page.after"]) } input S { page: P } input P { after: String }`,
+			want: []string{`complexity: Query.l: @listSize(slicingArguments:): "in.page.after" is neither an Int nor a list argument (it is String)`},
+		},
+		{
+			name: "slicing path missing a step deep down",
+			sdl:  `type Query { l(in: S): [Int] @listSize(slicingArguments: ["in.page.last"]) } input S { page: P } input P { first: Int }`,
+			want: []string{`complexity: Query.l: @listSize(slicingArguments:): "in.page.last": P has no field "last"`},
+		},
+		{
+			name: "slicing path through a list",
+			sdl:  `type Query { l(in: [S]): [Int] @listSize(slicingArguments: ["in.first"]) } input S { first: Int }`,
+			want: []string{`complexity: Query.l: @listSize(slicingArguments:): "in.first": [S] is not an input object`},
+		},
+		{
+			name: "sized path missing a step",
+			sdl: `type Query { c(first: Int): Conn @listSize(slicingArguments: ["first"], sizedFields: ["page.nope"]) }
+				type Conn { page: Page } type Page { items: [Int] }`,
+			want: []string{`complexity: Query.c: @listSize(sizedFields:): "page.nope": Page has no field "nope"`},
+		},
+		{
+			name: "sized path in selection syntax ending at a field that is not a list",
+			sdl: `type Query { c(first: Int): Conn @listSize(slicingArguments: ["first"], sizedFields: ["page { total }"]) }
+				type Conn { page: Page } type Page { items: [Int] total: Int }`,
+			want: []string{`complexity: Query.c: @listSize(sizedFields:): "page { total }": Page.total is not a list`},
+		},
+		{
+			name: "sized path through a scalar",
+			sdl: `type Query { c(first: Int): Conn @listSize(slicingArguments: ["first"], sizedFields: ["total { items }"]) }
+				type Conn { total: Int }`,
+			want: []string{`complexity: Query.c: @listSize(sizedFields:): "total { items }": Int has no field "items"`},
+		},
+		{
+			name: "sized path that does not parse",
+			sdl: `type Query { c(first: Int): Conn @listSize(slicingArguments: ["first"], sizedFields: ["page {"]) }
+				type Conn { page: Page } type Page { items: [Int] }`,
+			want: []string{`complexity: Query.c: @listSize(sizedFields:): "page {": a '{' is not closed`},
+		},
+		{
+			name: "sized path selecting nothing",
+			sdl: `type Query { c(first: Int): Conn @listSize(slicingArguments: ["first"], sizedFields: ["page { }"]) }
+				type Conn { page: Page } type Page { items: [Int] }`,
+			want: []string{`complexity: Query.c: @listSize(sizedFields:): "page { }": '{ }' selects nothing`},
+		},
+		{
+			name: "sized path with a stray character",
+			sdl: `type Query { c(first: Int): Conn @listSize(slicingArguments: ["first"], sizedFields: ["page/items"]) }
+				type Conn { page: Page } type Page { items: [Int] }`,
+			want: []string{`complexity: Query.c: @listSize(sizedFields:): "page/items": unexpected '/'`},
+		},
+		{
+			name: "negative input_object_cost",
+			sdl:  `type Query { a: Int }`,
+			opts: []complexity.Option{complexity.WithInputObjectCost(-1)},
+			want: []string{`complexity: options: input_object_cost must be between 0 and 2^53-1, got -1`},
 		},
 		{
 			name: "negative assumedSize",
@@ -118,7 +180,7 @@ func TestNewSchemaErrors(t *testing.T) {
 				type T @cost(weight: "x") { a: Int }`,
 			want: []string{
 				`complexity: Query.a: @cost(weight: -1): weight must be a non-negative integer`,
-				`complexity: Query.l: @listSize(slicingArguments:): "after" is not an Int argument (it is String)`,
+				`complexity: Query.l: @listSize(slicingArguments:): "after" is neither an Int nor a list argument (it is String)`,
 				`complexity: T: @cost(weight: "x"): weight must be a non-negative integer`,
 			},
 		},

@@ -186,6 +186,21 @@ func size(v value) (int64, bool) {
 	return int64(math.Ceil(f)), true
 }
 
+// length reads a list-typed slicing argument: the number of items, where a single value
+// given for a list is a list of one (GraphQL's input coercion).
+func length(v value) int64 {
+	if v.lit != nil {
+		if v.lit.Kind == ast.ListValue {
+			return clamp(int64(len(v.lit.Children)))
+		}
+		return 1
+	}
+	if list, ok := v.json.([]any); ok {
+		return clamp(int64(len(list)))
+	}
+	return 1
+}
+
 func clamp(n int64) int64 {
 	return max(0, min(n, MaxCost))
 }
@@ -229,7 +244,7 @@ func (in *inputs) included(dirs ast.DirectiveList) bool {
 }
 
 // argCost is the @cost of the arguments present on f and of the input fields present
-// in their values.
+// in their values, and the input object cost of each input object value among them.
 func (in *inputs) argCost(f *ast.Field, fi *fieldInfo) int64 {
 	var total int64
 	for _, a := range f.Arguments {
@@ -275,12 +290,14 @@ func (in *inputs) inputCost(typ *ast.Type, v value) int64 {
 	return in.inputCost(typ.Elem, v) // a single value where a list is expected is a list of one
 }
 
+// inputObjectCost is the input object cost of v, an input object value, plus the weights
+// of its fields present (and their own input objects').
 func (in *inputs) inputObjectCost(typeName string, v value) int64 {
 	t := in.s.types[typeName]
 	if t == nil || !t.inputCost {
 		return 0
 	}
-	var total int64
+	total := in.s.cfg.inputObjectCost
 	visit := func(field *inputValueInfo, fv value) {
 		total = add(total, field.weight)
 		if field.named != nil && field.named.inputCost {
@@ -300,7 +317,10 @@ func (in *inputs) inputObjectCost(typeName string, v value) int64 {
 		}
 		return total
 	}
-	m, _ := v.json.(map[string]any)
+	m, ok := v.json.(map[string]any)
+	if !ok {
+		return 0
+	}
 	for name, x := range m {
 		if field := t.inputFields[name]; field != nil && x != nil {
 			visit(field, value{json: x})
