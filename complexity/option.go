@@ -12,9 +12,9 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		defaultListSize:   10,
-		mutationCost:      10,
-		introspectionCost: 1,
+		defaultListSize:   DefaultListSize,
+		mutationCost:      DefaultMutationCost,
+		introspectionCost: DefaultIntrospectionCost,
 	}
 }
 

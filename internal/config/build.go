@@ -121,6 +121,7 @@ func (c *Config) ComplexityOptions() []complexity.Option {
 		complexity.WithDefaultListSize(int(g.DefaultListSize)),
 		complexity.WithMutationCost(int(g.MutationCost)),
 		complexity.WithIntrospectionCost(int(g.IntrospectionCost)),
+		complexity.WithInputObjectCost(int(g.InputObjectCost)),
 	}
 }
 

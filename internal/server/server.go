@@ -23,6 +23,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/graph"
 	"github.com/costgate/costgate/graph/model"
 	"github.com/costgate/costgate/internal/config"
@@ -225,7 +226,7 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 		if err != nil {
 			return nil, fmt.Errorf("graphql.schema: %w", err)
 		}
-		if gcfg.Schema, err = gqllimit.LoadSchema(cfg.GraphQL.Schema, string(sdl), gcfg.ComplexityOptions...); err != nil {
+		if gcfg.Schema, err = complexity.LoadSDL(cfg.GraphQL.Schema, string(sdl), gcfg.ComplexityOptions...); err != nil {
 			return nil, fmt.Errorf("graphql.schema: %w", err)
 		}
 		gl, err := gqllimit.New(gcfg)

@@ -39,7 +39,7 @@ const maxUpstreamBody = 64 << 20
 // Config configures the proxy. Limiter and Upstream are required.
 type Config struct {
 	// Limiter prices, charges and refunds; its Config.Schema must be the
-	// upstream's schema (complexity.LoadSDL, or gqllimit.LoadSchema).
+	// upstream's schema (complexity.LoadSDL).
 	Limiter *gqllimit.Limiter
 	// Upstream is the GraphQL endpoint operations are forwarded to.
 	Upstream string

@@ -17,6 +17,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/graph"
 	"github.com/costgate/costgate/internal/gqltest"
 	"github.com/costgate/costgate/limiter"
@@ -92,7 +93,7 @@ func newProxyEnv(t *testing.T, upstreamURL string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema, err := gqllimit.LoadSchema("schema.graphqls", string(sdl))
+	schema, err := complexity.LoadSDL("schema.graphqls", string(sdl))
 	if err != nil {
 		t.Fatal(err)
 	}
