@@ -524,3 +524,64 @@ graphql: {path: ""}
 		t.Errorf("keys on the master: %v %v, want the one bucket", keys, err)
 	}
 }
+
+// A browser page on another origin calls /graphql and reads the rate-limit
+// headers when its origin is allowed; a page on an origin that is not
+// allowed cannot read the answer at all.
+func TestCORSInBrowser(t *testing.T) {
+	page := `<!doctype html><title>other origin</title>`
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, page)
+	}))
+	t.Cleanup(other.Close)
+	stranger := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, page)
+	}))
+	t.Cleanup(stranger.Close)
+
+	file := filepath.Join(t.TempDir(), "costgate.yaml")
+	cfg := fmt.Sprintf(`identity:
+  api_keys: {k1: {tenant: acme, plan: free}}
+policies:
+  graphql: {algorithm: token_bucket, limit: 50, period: 1s, burst: 1000, key: [tenant, api_key]}
+cors: {allowed_origins: [%q]}
+`, other.URL)
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := startServer(t, []string{"-addr", "127.0.0.1:0", "-config", file}, nil)
+	// The page sends a JSON body and an API key: a preflight first, then the call.
+	fetch := fmt.Sprintf(`fetch(%q, {method: "POST", headers: {"Content-Type": "application/json", "X-API-Key": "k1"},
+  body: JSON.stringify({query: "{ products(first: 3) { nodes { id } } }"})})
+  .then(async r => ({status: r.status, remaining: r.headers.get("X-RateLimit-Remaining"),
+    policy: r.headers.get("RateLimit-Policy"), cost: (await r.json()).extensions.cost.requestedQueryCost}))
+  .catch(e => ({error: String(e)}))`, base+"/graphql")
+	var got struct {
+		Status    int
+		Remaining string
+		Policy    string
+		Cost      int
+		Error     string
+	}
+	if err := browsertest.Eval(context.Background(), other.URL+"/", fetch, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Error != "" || got.Status != 200 || got.Remaining != "996" || got.Policy != `"graphql";q=1000;w=20` || got.Cost != 4 {
+		t.Errorf("allowed origin: %+v; want 200, X-RateLimit-Remaining 996, the policy header and cost 4", got)
+	}
+	got = struct {
+		Status    int
+		Remaining string
+		Policy    string
+		Cost      int
+		Error     string
+	}{}
+	if err := browsertest.Eval(context.Background(), stranger.URL+"/", fetch, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Error == "" {
+		t.Errorf("an origin that is not allowed read the answer: %+v", got)
+	}
+}
