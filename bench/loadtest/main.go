@@ -138,8 +138,26 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 			o.pin = false
 		}
 	}
-	o.commandTxt = "go run ./loadtest " + strings.Join(args, " ")
+	o.commandTxt = commandText(args)
 	return o, nil
+}
+
+// commandText is the command line of the run as the report shows it: the
+// output files left out.
+func commandText(args []string) string {
+	out := []string{"go", "run", "./loadtest"}
+	for i := 0; i < len(args); i++ {
+		name := strings.TrimLeft(args[i], "-")
+		if name == "out" || name == "json" {
+			i++
+			continue
+		}
+		if strings.HasPrefix(name, "out=") || strings.HasPrefix(name, "json=") {
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return strings.Join(out, " ")
 }
 
 func run(ctx context.Context, args []string, log io.Writer) error {

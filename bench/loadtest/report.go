@@ -97,13 +97,13 @@ func (r *report) markdown(w io.Writer) error {
 		"(`costgate_check_duration_seconds`; the reference exposes the same buckets as `refserver_check_duration_seconds`), " +
 		"the bucket deltas of a scrape before and after each step, interpolated within a bucket (bounds 0.1, 0.25, 0.5, 1, 2.5 … ms; " +
 		"`<0.100` means the first bucket). CPU per request is the server's user+system time (`/proc/<pid>/stat`, 10 ms ticks) and " +
-		"redis-server's (`INFO cpu`), over the requests sent; allocations come from `go_memstats_mallocs_total` and `go_memstats_alloc_bytes_total`, " +
+		"redis-server's (`INFO cpu`), over the requests sent. Store errors are checks the store did not answer in time (`*_store_errors_total`): both servers then let the request through, as on_store_error: allow says, so they are not failed requests, but the step does not count as sustained. Allocations come from `go_memstats_mallocs_total` and `go_memstats_alloc_bytes_total`, " +
 		"less what a scrape itself allocates. Client CPU is the load generator's share of its CPUs: near 100%% the client, not the server, is the limit. " +
 		"✗ marks the rate a contender stopped at; ratio rows divide the contender by the first one named.\n\n")
 	for _, sc := range r.scenarios {
 		p("#### %s\n\n", capitalize(sc.title))
-		p("| rate/s | contender | sent/s | failed | p50 ms | p99 ms | p99.9 ms | check p50 ms | check p99 ms | check p99.9 ms | checks/req | server CPU µs/req | Redis CPU µs/req | allocs/req | kB/req | client CPU |\n")
-		p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("| rate/s | contender | sent/s | failed | store errors | p50 ms | p99 ms | p99.9 ms | check p50 ms | check p99 ms | check p99.9 ms | checks/req | server CPU µs/req | Redis CPU µs/req | allocs/req | kB/req | client CPU |\n")
+		p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		type pair struct{ num, den *contender }
 		var pairs []pair
 		base := sc.contenders[0]
@@ -137,8 +137,8 @@ func (r *report) markdown(w io.Writer) error {
 				if s.AllocsKnown {
 					allocs, kb = fmt.Sprintf("%.0f", s.Allocs), fmt.Sprintf("%.2f", s.AllocBytes/1000)
 				}
-				p("| %d | %s | %.0f | %d | %.3f | %.3f | %.3f | %s | %s | %s | %.2f | %.1f | %s | %s | %s | %.0f%% |\n",
-					rate, label, s.SentRate, s.Failures, s.P50, s.P99, s.P999,
+				p("| %d | %s | %.0f | %d | %.0f | %.3f | %.3f | %.3f | %s | %s | %s | %.2f | %.1f | %s | %s | %s | %.0f%% |\n",
+					rate, label, s.SentRate, s.Failures, s.StoreErrors, s.P50, s.P99, s.P999,
 					checkText(s.Check[0]), checkText(s.Check[1]), checkText(s.Check[2]), s.ChecksPerReq,
 					s.ServerCPU, redisCPU, allocs, kb, 100*s.ClientCPU)
 			}
@@ -156,7 +156,7 @@ func (r *report) markdown(w io.Writer) error {
 				if a.AllocsKnown && b.AllocsKnown {
 					allocs, kb = ratio(a.Allocs, b.Allocs), ratio(a.AllocBytes, b.AllocBytes)
 				}
-				p("| %d | **%s / %s** | | | %s | %s | %s | %s | %s | %s | | %s | %s | %s | %s | |\n",
+				p("| %d | **%s / %s** | | | | %s | %s | %s | %s | %s | %s | | %s | %s | %s | %s | |\n",
 					rate, shortLabel(pr.num), shortLabel(pr.den), ratio(a.P50, b.P50), ratio(a.P99, b.P99), ratio(a.P999, b.P999),
 					checkRatio(a.Check[0], b.Check[0]), checkRatio(a.Check[1], b.Check[1]), checkRatio(a.Check[2], b.Check[2]),
 					ratio(a.ServerCPU, b.ServerCPU), redisCPU, allocs, kb)
