@@ -275,14 +275,13 @@ func runScenario(ctx context.Context, o *options, name, dir, keysPath string, cl
 	if err != nil {
 		return nil, err
 	}
-	store := name
 	cg, err := startServer("costgate", o.costgate, []string{"-config", cfgPath}, o.cpus[0],
 		filepath.Join(dir, "costgate-"+name+".log"), "costgate")
 	if err != nil {
 		return nil, err
 	}
 	defer cg.stop()
-	ref, err := startServer("reference", o.refserver, refserverArgs(store, redisURL, keysPath), o.cpus[0],
+	ref, err := startServer("reference", o.refserver, refserverArgs(name, redisURL, keysPath), o.cpus[0],
 		filepath.Join(dir, "refserver-"+name+".log"), "refserver")
 	if err != nil {
 		return nil, err

@@ -198,16 +198,16 @@ func (r *report) targets(w io.Writer) {
 		if n == 0 {
 			p("| REST, %s: costgate's p99 ≤ the reference's at every rate both sustain | no rate both sustain | — |\n", sc.title)
 		} else {
-			p("| REST, %s: costgate's p99 ≤ the reference's at every rate both sustain | worst %s at %d/s (%d rates) | %s |\n",
-				sc.title, ratio(worst, 1), at, n, yesNo(worst <= 1))
+			p("| REST, %s: costgate's p99 ≤ the reference's at every rate both sustain | worst %s at %d/s (%s) | %s |\n",
+				sc.title, ratio(worst, 1), at, rates(n), yesNo(worst <= 1))
 		}
 		if gql := sc.contender("costgate-graphql"); gql != nil {
 			worst, at, n := worstRatio(r.sustained(gql), r.sustained(cg))
 			if n == 0 {
 				p("| GraphQL p99 ≤ 2× REST p99 (costgate, %s, same rate) | no rate both sustain | — |\n", sc.title)
 			} else {
-				p("| GraphQL p99 ≤ 2× REST p99 (costgate, %s, same rate) | worst %s at %d/s (%d rates) | %s |\n",
-					sc.title, ratio(worst, 1), at, n, yesNo(worst <= 2))
+				p("| GraphQL p99 ≤ 2× REST p99 (costgate, %s, same rate) | worst %s at %d/s (%s) | %s |\n",
+					sc.title, ratio(worst, 1), at, rates(n), yesNo(worst <= 2))
 			}
 		}
 	}
@@ -306,6 +306,14 @@ func shortLabel(c *contender) string {
 		return "GraphQL"
 	}
 	return c.id
+}
+
+// rates is "1 rate", "3 rates".
+func rates(n int) string {
+	if n == 1 {
+		return "1 rate compared"
+	}
+	return fmt.Sprintf("%d rates compared", n)
 }
 
 func yesNo(b bool) string {

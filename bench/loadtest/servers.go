@@ -138,7 +138,6 @@ func startServer(name, bin string, args []string, cpus, logPath, metricPrefix st
 	s.client = &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
-			MaxIdleConns:        0,
 			MaxIdleConnsPerHost: 10_000,
 			IdleConnTimeout:     time.Minute,
 			DisableCompression:  true,
