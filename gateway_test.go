@@ -18,8 +18,22 @@ import (
 	"testing"
 	"time"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/goccy/go-yaml"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/costgate/costgate/internal/demo"
 	"github.com/costgate/costgate/internal/nginxtest"
+	"github.com/costgate/costgate/limiter/redistest"
 )
 
 // readmeBlock returns the fenced block of README.md that follows marker:
@@ -119,7 +133,9 @@ func send(t *testing.T, c *http.Client, method, url, body string, header map[str
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range header {
-		req.Header.Set(k, v)
+		if v != "" {
+			req.Header.Set(k, v)
+		}
 	}
 	res, err := c.Do(req)
 	if err != nil {
@@ -315,4 +331,250 @@ func TestNginxInFront(t *testing.T) {
 	if strings.Contains(ngx.Log(), "auth request unexpected status") {
 		t.Errorf("nginx could not relay a check:\n%s", ngx.Log())
 	}
+}
+
+// envoyRoutes loads the README's Envoy config into Envoy's own types
+// (protojson, then the generated validation) and returns the domain of its
+// rate-limit filter and its routes.
+func envoyRoutes(t *testing.T) (string, []*routev3.Route) {
+	t.Helper()
+	js, err := yaml.YAMLToJSON([]byte(readmeBlock(t, "<!-- the Envoy config of TestGatewaysShareOneBudget -->")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boot bootstrapv3.Bootstrap
+	if err := protojson.Unmarshal(js, &boot); err != nil {
+		t.Fatalf("the README's Envoy config: %v", err)
+	}
+	if err := boot.ValidateAll(); err != nil {
+		t.Fatalf("the README's Envoy config: %v", err)
+	}
+	var hcm hcmv3.HttpConnectionManager
+	if err := boot.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(&hcm); err != nil {
+		t.Fatal(err)
+	}
+	var rl ratelimitv3.RateLimit
+	if err := hcm.GetHttpFilters()[0].GetTypedConfig().UnmarshalTo(&rl); err != nil {
+		t.Fatal(err)
+	}
+	if rl.GetRateLimitService().GetGrpcService().GetEnvoyGrpc().GetClusterName() != "costgate" {
+		t.Fatalf("the rate-limit filter calls %v", rl.GetRateLimitService())
+	}
+	return rl.GetDomain(), hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()
+}
+
+// envoyRequest is what Envoy's actions read of a request.
+type envoyRequest struct {
+	method, path, remote string
+	header               map[string]string // lower-case names
+}
+
+// envoyDescriptors produces, for r, the descriptors the rate_limits of the
+// route Envoy would pick produce, as Envoy's generic_key, remote_address and
+// request_headers actions do.
+func envoyDescriptors(t *testing.T, routes []*routev3.Route, r envoyRequest) []*rlcommon.RateLimitDescriptor {
+	t.Helper()
+	for _, rt := range routes {
+		m := rt.GetMatch()
+		switch {
+		case m.GetPath() != "" && m.GetPath() != r.path, m.GetPrefix() != "" && !strings.HasPrefix(r.path, m.GetPrefix()):
+			continue
+		}
+		matched := true
+		for _, h := range m.GetHeaders() {
+			if h.GetName() == ":method" && h.GetStringMatch().GetExact() != r.method {
+				matched = false
+			}
+		}
+		if !matched {
+			continue
+		}
+		var out []*rlcommon.RateLimitDescriptor
+	limits:
+		for _, rl := range rt.GetRoute().GetRateLimits() {
+			d := &rlcommon.RateLimitDescriptor{}
+			add := func(k, v string) {
+				d.Entries = append(d.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: k, Value: v})
+			}
+			for _, a := range rl.GetActions() {
+				switch {
+				case a.GetGenericKey() != nil:
+					add(cmpOr(a.GetGenericKey().GetDescriptorKey(), "generic_key"), a.GetGenericKey().GetDescriptorValue())
+				case a.GetRemoteAddress() != nil:
+					add("remote_address", r.remote)
+				case a.GetRequestHeaders() != nil:
+					rh := a.GetRequestHeaders()
+					v, ok := r.header[strings.ToLower(rh.GetHeaderName())]
+					switch {
+					case ok:
+						add(rh.GetDescriptorKey(), v)
+					case !rh.GetSkipIfAbsent():
+						continue limits // Envoy sends no descriptor
+					}
+				default:
+					t.Fatalf("action %v is not simulated", a)
+				}
+			}
+			out = append(out, d)
+		}
+		return out
+	}
+	return nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// The same limits through the embedded middleware, /v1/check and Envoy's
+// gRPC share one budget: one key per client and policy in Redis, whichever
+// door spends it. Both gateways run the README's configs: costgate's
+// envoy section, and Envoy's own config, loaded into Envoy's types, whose
+// actions produce the descriptors sent.
+func TestGatewaysShareOneBudget(t *testing.T) {
+	domain, routes := envoyRoutes(t)
+	rds := redistest.StartServer(t)
+	cfg := substitute(t, readmeBlock(t, "<!-- the costgate config of TestGatewaysShareOneBudget -->"),
+		`trusted_proxies: ["10.0.0.0/8"]`, `trusted_proxies: ["127.0.0.1/32"]`,
+		`grpc_listen: ":8081"`, `grpc_listen: "127.0.0.1:0"`,
+		`  hash_key: "a long random secret shared by every gateway"`,
+		"  hash_key: \"a long random secret shared by every gateway\"\n  api_keys:\n    demo-free: {tenant: acme, plan: free}")
+	cfg += strings.Replace(gatewayConfig, "identity:\n  trusted_proxies: [\"127.0.0.1/32\"]\n  api_keys:\n    demo-free: {tenant: acme, plan: free}\ngateway: {username_header: X-Login-User}\n", "", 1)
+	env := map[string]string{"COSTGATE_CONFIG": writeConfig(t, cfg), "COSTGATE_REDIS_URL": "redis://" + rds.Addr() + "/0"}
+	embedded := startServerAt(t, []string{"-addr", "127.0.0.1:0"}, env) // its /api and /login: the middleware
+	gw := startServerAt(t, []string{"-addr", "127.0.0.1:0"}, env)       // its /v1/check and gRPC
+	if gw.GRPC == "" {
+		t.Fatal("grpc_listen: no gRPC service")
+	}
+	rls := dialGRPC(t, gw.GRPC)
+	c := clientFrom("127.0.0.1") // a trusted proxy: X-Forwarded-For names the client
+
+	type door func(client, apiKey string) (allowed bool, remaining string)
+	middleware := func(client, apiKey string) (bool, string) {
+		r := send(t, c, "GET", "http://"+embedded.HTTP+"/api/products", "", map[string]string{"X-Forwarded-For": client, "X-API-Key": apiKey})
+		return r.status == 200, r.header.Get("X-RateLimit-Remaining")
+	}
+	check := func(client, apiKey string) (bool, string) {
+		r := send(t, c, "GET", "http://"+gw.HTTP+"/v1/check", "", map[string]string{"X-Forwarded-Method": "GET",
+			"X-Forwarded-Uri": "/api/products", "X-Forwarded-For": client, "X-API-Key": apiKey})
+		return r.status == 200, r.header.Get("X-RateLimit-Remaining")
+	}
+	envoy := func(client, apiKey string) (bool, string) {
+		h := map[string]string{}
+		if apiKey != "" {
+			h["x-api-key"] = apiKey
+		}
+		resp := callRLS(t, rls, domain, envoyDescriptors(t, routes, envoyRequest{method: "GET", path: "/api/products", remote: client, header: h}))
+		return resp.GetOverallCode() == rlsv3.RateLimitResponse_OK, headerValue(resp, "X-RateLimit-Remaining")
+	}
+	doors := []struct {
+		name string
+		door door
+	}{{"middleware", middleware}, {"/v1/check", check}, {"gRPC", envoy}}
+
+	// 50 through each door, then every door denies: 150 in all.
+	for _, d := range doors {
+		for range 50 {
+			if ok, rem := d.door("203.0.113.7", ""); !ok {
+				t.Fatalf("%s: denied with %s remaining", d.name, rem)
+			}
+		}
+	}
+	for _, d := range doors {
+		if ok, rem := d.door("203.0.113.7", ""); ok || rem != "0" {
+			t.Errorf("%s after 150 through the three doors: allowed %v, remaining %s", d.name, ok, rem)
+		}
+	}
+	// An API key is one budget, its tenant's, through each door too.
+	for i, d := range doors {
+		if ok, rem := d.door("198.51.100."+strconv.Itoa(i+1), "demo-free"); !ok || rem != strconv.Itoa(149-i) {
+			t.Errorf("%s with demo-free from another address: allowed %v remaining %s, want %d", d.name, ok, rem, 149-i)
+		}
+	}
+
+	// Login by username: 4 attempts through the middleware, 3 through the
+	// check, 3 through Envoy, each from its own address, spelt differently:
+	// the 11th, through any door, is over login_user.
+	login := func(door int, client, user string) bool {
+		switch door {
+		case 0:
+			body, _ := json.Marshal(map[string]string{"username": user, "password": "guess"})
+			return send(t, c, "POST", "http://"+embedded.HTTP+"/login", string(body), map[string]string{"X-Forwarded-For": client}).status != 429
+		case 1:
+			return send(t, c, "GET", "http://"+gw.HTTP+"/v1/check", "", map[string]string{"X-Forwarded-Method": "POST",
+				"X-Forwarded-Uri": "/login", "X-Forwarded-For": client, "X-Login-User": user}).status == 200
+		}
+		resp := callRLS(t, rls, domain, envoyDescriptors(t, routes, envoyRequest{method: "POST", path: "/login", remote: client,
+			header: map[string]string{"x-login-user": user}}))
+		return resp.GetOverallCode() == rlsv3.RateLimitResponse_OK
+	}
+	for i, door := range []int{0, 0, 0, 0, 1, 1, 1, 2, 2, 2} {
+		if !login(door, fmt.Sprintf("192.0.2.%d", i+1), []string{"alice", "Alice", " ALICE "}[i%3]) {
+			t.Fatalf("login attempt %d (door %d) denied", i, door)
+		}
+	}
+	for door := range 3 {
+		if login(door, fmt.Sprintf("192.0.2.%d", 100+door), "alice") {
+			t.Errorf("login through door %d after 10 attempts at alice: allowed", door)
+		}
+	}
+
+	// One key space: one state per client and policy, whichever door wrote it.
+	keys, err := rds.Client().Keys(t.Context(), "rl:{*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]bool{}
+	for _, k := range keys {
+		tags[k[:strings.IndexByte(k, '}')+1]] = true
+	}
+	var api, user int
+	for tag := range tags {
+		switch {
+		case strings.HasPrefix(tag, "rl:{api:"):
+			api++
+		case strings.HasPrefix(tag, "rl:{login_user:"):
+			user++
+		}
+	}
+	// api: 203.0.113.7, the acme tenant; login_user: alice.
+	if api != 2 || user != 1 {
+		t.Errorf("state for %d api and %d login_user identities, want 2 and 1: %v", api, user, keys)
+	}
+}
+
+func dialGRPC(t *testing.T, addr string) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rlsv3.NewRateLimitServiceClient(conn)
+}
+
+func callRLS(t *testing.T, c rlsv3.RateLimitServiceClient, domain string, ds []*rlcommon.RateLimitDescriptor) *rlsv3.RateLimitResponse {
+	t.Helper()
+	if len(ds) == 0 {
+		t.Fatal("the Envoy config produces no descriptor for the request")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func headerValue(resp *rlsv3.RateLimitResponse, name string) string {
+	for _, h := range resp.GetResponseHeadersToAdd() {
+		if strings.EqualFold(h.GetKey(), name) {
+			return h.GetValue()
+		}
+	}
+	return ""
 }

@@ -413,9 +413,9 @@ func (v *validator) gateway() {
 func (v *validator) envoy() {
 	c := v.c
 	if c.GRPCListen != "" {
-		if _, _, err := net.SplitHostPort(c.GRPCListen); err != nil {
+		if _, port, err := net.SplitHostPort(c.GRPCListen); err != nil {
 			v.fail("grpc_listen", "want host:port such as \":8081\", got %q", c.GRPCListen)
-		} else if c.GRPCListen == c.Listen {
+		} else if c.GRPCListen == c.Listen && port != "0" { // port 0: each gets a free port
 			v.fail("grpc_listen", "%q is listen's address too: the gRPC service needs its own", c.GRPCListen)
 		}
 		if len(c.Identity.TrustedProxies) == 0 {
