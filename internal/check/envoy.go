@@ -50,8 +50,9 @@ type EnvoyConfig struct {
 // (envoy.service.ratelimit.v3.RateLimitService) over costgate's policies.
 type RateLimitService struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	cfg     EnvoyConfig
-	domains map[string]*node
+	cfg      EnvoyConfig
+	domains  map[string]*node
+	refusals *refusalLog
 }
 
 var _ rlsv3.RateLimitServiceServer = (*RateLimitService)(nil)
@@ -90,7 +91,7 @@ func NewRateLimitService(cfg EnvoyConfig) (*RateLimitService, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &RateLimitService{cfg: cfg, domains: domains}, nil
+	return &RateLimitService{cfg: cfg, domains: domains, refusals: &refusalLog{logger: cfg.Logger}}, nil
 }
 
 // planned is one descriptor of a request, matched and resolved.
@@ -107,7 +108,8 @@ type planned struct {
 // policies are then charged all or nothing; one over its limit makes the
 // answer OVER_LIMIT and leaves every budget as it was.
 func (s *RateLimitService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	if !s.fromGateway(ctx) {
+	if peerAddr, ok := s.fromGateway(ctx); !ok {
+		s.refusals.refused("grpc", peerAddr)
 		return nil, status.Error(codes.PermissionDenied, "the rate-limit service answers only the gateways listed in identity.trusted_proxies")
 	}
 	if req.GetDomain() == "" {
@@ -381,9 +383,13 @@ func headerValues(h http.Header) []*corev3.HeaderValue {
 	return out
 }
 
-func (s *RateLimitService) fromGateway(ctx context.Context) bool {
+// fromGateway reports whether the caller is a gateway, and its address.
+func (s *RateLimitService) fromGateway(ctx context.Context) (string, bool) {
 	p, ok := peer.FromContext(ctx)
-	return ok && p.Addr != nil && isGateway(p.Addr.String(), s.cfg.Gateways)
+	if !ok || p.Addr == nil {
+		return "", false
+	}
+	return p.Addr.String(), isGateway(p.Addr.String(), s.cfg.Gateways)
 }
 
 // memoryWriter captures what httplimit writes for a denial.

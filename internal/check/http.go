@@ -12,6 +12,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/costgate/costgate/limiter"
@@ -74,6 +75,7 @@ type HTTPConfig struct {
 type Handler struct {
 	cfg            HTTPConfig
 	usernameHeader string
+	refusals       *refusalLog
 }
 
 // NewHandler checks cfg and returns the Handler.
@@ -103,7 +105,7 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Handler{cfg: cfg, usernameHeader: http.CanonicalHeaderKey(cfg.UsernameHeader)}, nil
+	return &Handler{cfg: cfg, usernameHeader: http.CanonicalHeaderKey(cfg.UsernameHeader), refusals: &refusalLog{logger: cfg.Logger}}, nil
 }
 
 // ServeHTTP answers one check: 200 when the original request may go on
@@ -113,6 +115,7 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 // does not name its original request, 403 for a peer that is not a gateway.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !isGateway(r.RemoteAddr, h.cfg.Gateways) {
+		h.refusals.refused("/v1/check", r.RemoteAddr)
 		writeError(w, http.StatusForbidden, CodeUntrustedPeer,
 			"/v1/check answers only the gateways listed in identity.trusted_proxies")
 		return
@@ -459,4 +462,21 @@ func (b *bufferedWriter) flush() {
 func RefuseAll(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusForbidden, CodeUntrustedPeer,
 		"identity.trusted_proxies lists no gateway: /v1/check answers none until it does")
+}
+
+// refusalLog logs refused peers at most once a second, with the count in
+// between: a gateway missing from trusted_proxies shows in the log, and a
+// flood of forged checks does not flood it.
+type refusalLog struct {
+	logger *slog.Logger
+	last   atomic.Int64 // unix second of the last line
+	n      atomic.Int64
+}
+
+func (l *refusalLog) refused(door, peer string) {
+	l.n.Add(1)
+	now := time.Now().Unix()
+	if last := l.last.Load(); now > last && l.last.CompareAndSwap(last, now) {
+		l.logger.Warn("gateway check refused: the peer is not in identity.trusted_proxies", "door", door, "peer", peer, "refused", l.n.Swap(0))
+	}
 }

@@ -57,7 +57,8 @@ func serve(h http.Handler, cr checkReq) *httptest.ResponseRecorder {
 	return w
 }
 
-// nginxCheck is the sub-request of the README's nginx config.
+// nginxCheck is the sub-request of the README's nginx config (without its
+// deny_status=403: the tests compare with the middleware's 429).
 func nginxCheck(method, uri, client string, extra map[string]string) checkReq {
 	h := map[string]string{
 		"X-Forwarded-Method": method, "X-Forwarded-Uri": uri, "X-Original-URI": uri,
@@ -219,9 +220,9 @@ type loginAttempt struct {
 }
 
 type answer struct {
-	status                           int
-	policy, state, remaining, retry  string
-	errorCode, errorPolicy, rawError string
+	status                          int
+	policy, state, remaining, retry string
+	errorCode, errorPolicy          string
 }
 
 func answerOf(w *httptest.ResponseRecorder) answer {
