@@ -6,8 +6,8 @@ GO ?= go
 test: deps
 	$(GO) test -race -count=1 ./...
 
-# The tests start real redis-server processes (never a fake); they come from
-# Debian's redis-server package.
+# The tests start real redis-server and nginx processes (never a fake); they
+# come from Debian's packages.
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -24,6 +24,16 @@ deps:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 		else \
 			echo "the tests need chromium: sudo apt-get install -y chromium" >&2; exit 1; \
+		fi; \
+	fi
+
+	@# the gateway tests run Debian's nginx in front of a service, with costgate as its auth_request.
+	@if ! [ -x /usr/sbin/nginx ] && ! command -v nginx >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing nginx (apt-get)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; \
+		else \
+			echo "the tests need nginx: sudo apt-get install -y nginx" >&2; exit 1; \
 		fi; \
 	fi
 

@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/internal/server"
 )
@@ -44,10 +46,14 @@ func main() {
 // long to finish once SIGTERM arrives.
 const shutdownTimeout = 10 * time.Second
 
+// listening is where run serves: HTTP, and the gRPC rate-limit service
+// ("" without grpc_listen).
+type listening struct{ HTTP, GRPC string }
+
 // run starts the server and serves until ctx ends, then shuts down
 // gracefully. Each value on reload reloads the config file. ready, when not
-// nil, receives the address it listens on.
-func run(ctx context.Context, args []string, getenv func(string) string, logOut io.Writer, reload <-chan os.Signal, ready chan<- string) error {
+// nil, receives the addresses it listens on.
+func run(ctx context.Context, args []string, getenv func(string) string, logOut io.Writer, reload <-chan os.Signal, ready chan<- listening) error {
 	fs := flag.NewFlagSet("costgate", flag.ContinueOnError)
 	fs.SetOutput(logOut)
 	addr := fs.String("addr", "", "listen address (env COSTGATE_ADDR; default :8080)")
@@ -89,11 +95,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 		maxConns = config.DefaultMaxConnsPerIP
 	}
 	refusals := newRefusalLog(logger)
-	ln = server.LimitPerIP(ln, maxConns, refusals.refused)
+	gateways := cfg.TrustedPrefixes()
+	ln = server.LimitPerIPExcept(ln, maxConns, gateways, refusals.refused)
 	hs := server.HTTPServer(srv, logger)
-	logger.Info("costgate listening", "addr", ln.Addr().String(), "config", cfg.Source(), "store", srv.StoreName())
+	at := listening{HTTP: ln.Addr().String()}
+	logger.Info("costgate listening", "addr", at.HTTP, "config", cfg.Source(), "store", srv.StoreName())
+
+	grpcErr := make(chan error, 1)
+	if cfg.GRPCListen != "" {
+		gln, err := net.Listen("tcp", cfg.GRPCListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("grpc_listen: %w", err)
+		}
+		gln = server.LimitPerIPExcept(gln, maxConns, gateways, newRefusalLog(logger).refused)
+		gs := srv.GRPCServer()
+		at.GRPC = gln.Addr().String()
+		logger.Info("costgate gRPC rate-limit service listening", "addr", at.GRPC)
+		go func() { grpcErr <- gs.Serve(gln) }()
+		defer stopGRPC(gs, logger)
+	}
 	if ready != nil {
-		ready <- ln.Addr().String()
+		ready <- at
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -101,6 +124,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 		select {
 		case err := <-errc:
 			return err
+		case err := <-grpcErr:
+			hs.Close()
+			return fmt.Errorf("grpc: %w", err)
 		case <-reload:
 			next, err := load()
 			if err == nil {
@@ -127,6 +153,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 		return err
 	}
 	return nil
+}
+
+// stopGRPC lets the calls in flight finish, for at most shutdownTimeout.
+func stopGRPC(gs *grpc.Server, logger *slog.Logger) {
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(shutdownTimeout):
+		logger.Warn("gRPC calls still in flight at the shutdown timeout; stopping them")
+		gs.Stop()
+	}
 }
 
 // refusalLog logs connections refused for max_conns_per_ip, at most once a

@@ -33,20 +33,20 @@ import (
 func startServer(t *testing.T, args []string, env map[string]string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
+	ready := make(chan listening, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, args, func(k string) string { return env[k] }, io.Discard, nil, ready)
 	}()
 	select {
-	case addr := <-ready:
+	case at := <-ready:
 		t.Cleanup(func() {
 			cancel()
 			if err := <-done; err != nil {
 				t.Errorf("server stopped with %v", err)
 			}
 		})
-		return "http://" + addr
+		return "http://" + at.HTTP
 	case err := <-done:
 		cancel()
 		t.Fatalf("server did not start: %v", err)

@@ -84,14 +84,14 @@ func TestReload(t *testing.T) {
 	logs := &logBuffer{}
 	reload := make(chan os.Signal, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan string, 1), make(chan error, 1)
+	ready, done := make(chan listening, 1), make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-config", file}, func(string) string { return "" }, logs, reload, ready)
 	}()
 	var base string
 	select {
-	case addr := <-ready:
-		base = "http://" + addr
+	case at := <-ready:
+		base = "http://" + at.HTTP
 	case err := <-done:
 		t.Fatalf("server did not start: %v", err)
 	}

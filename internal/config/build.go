@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/internal/check"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/httplimit"
@@ -127,3 +128,27 @@ func (c *Config) ComplexityOptions() []complexity.Option {
 
 // ProxyMode reports whether GraphQL is served by proxying an upstream.
 func (c *Config) ProxyMode() bool { return c.GraphQL.Path != "" && c.GraphQL.Upstream != "" }
+
+// EnvoyDomains returns the envoy section as the check service's descriptor
+// trees, with their policies taken from policies (as LimiterPolicies
+// returns them). A name policies lacks is left out (Validate reports it).
+func (c *Config) EnvoyDomains(policies map[string]*limiter.Policy) map[string][]check.Descriptor {
+	out := make(map[string][]check.Descriptor, len(c.Envoy.Domains))
+	for name, ds := range c.Envoy.Domains {
+		out[name] = envoyDescriptors(ds, policies)
+	}
+	return out
+}
+
+func envoyDescriptors(ds []EnvoyDescriptor, policies map[string]*limiter.Policy) []check.Descriptor {
+	out := make([]check.Descriptor, len(ds))
+	for i, d := range ds {
+		out[i] = check.Descriptor{Key: d.Key, Value: d.Value, Part: d.Part, Descriptors: envoyDescriptors(d.Descriptors, policies)}
+		for _, name := range d.Policies {
+			if p, ok := policies[name]; ok {
+				out[i].Policies = append(out[i].Policies, p)
+			}
+		}
+	}
+	return out
+}

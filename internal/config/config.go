@@ -109,6 +109,16 @@ type Config struct {
 	Routes  []RouteConfig `yaml:"routes"`
 	GraphQL GraphQLConfig `yaml:"graphql"`
 	CORS    CORSConfig    `yaml:"cors"`
+	// GRPCListen serves Envoy's rate-limit gRPC service
+	// (envoy.service.ratelimit.v3.RateLimitService) on host:port; "" serves
+	// none. It requires envoy.domains.
+	GRPCListen string `yaml:"grpc_listen"`
+	// Gateway configures /v1/check, the forward-auth check for nginx,
+	// Traefik and Envoy's ext_authz.
+	Gateway GatewayConfig `yaml:"gateway"`
+	// Envoy maps the descriptors of Envoy's rate-limit filter to policies,
+	// for grpc_listen.
+	Envoy EnvoyConfig `yaml:"envoy"`
 
 	src *source
 }
@@ -223,6 +233,37 @@ type GraphQLConfig struct {
 	MaxBodyBytes      int64  `yaml:"max_body_bytes"`
 	Refund            bool   `yaml:"refund"`
 	InputObjectCost   int64  `yaml:"input_object_cost"`
+}
+
+// GatewayConfig configures /v1/check.
+type GatewayConfig struct {
+	// UsernameHeader is the header a gateway passes the login username in,
+	// for policies keyed by username (normalised and limited as the
+	// username of a JSON login body). "": the body is read, when the
+	// gateway forwards one.
+	UsernameHeader string `yaml:"username_header"`
+}
+
+// EnvoyConfig maps Envoy's rate-limit descriptors to policies.
+type EnvoyConfig struct {
+	// Domains maps each domain (the domain of Envoy's rate-limit filter) to
+	// its descriptor tree, shaped like envoyproxy/ratelimit's config.
+	// Empty unless the file gives it.
+	Domains map[string][]EnvoyDescriptor `yaml:"domains"`
+}
+
+// EnvoyDescriptor is one level of a descriptor tree: an entry's key and
+// value, the key part its value supplies, the policies a descriptor ending
+// here is charged, and the levels below.
+type EnvoyDescriptor struct {
+	Key string `yaml:"key"`
+	// Value matches exactly; a trailing * matches a prefix; "" any value.
+	Value string `yaml:"value"`
+	// Part is the identity key part the entry's value is: ip, api_key,
+	// username, route or header:NAME.
+	Part        string            `yaml:"part"`
+	Policies    []string          `yaml:"policies"`
+	Descriptors []EnvoyDescriptor `yaml:"descriptors"`
 }
 
 // CORSConfig lets browser clients on other origins call the server.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/costgate/costgate/internal/check"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/httplimit"
@@ -35,6 +36,8 @@ func (c *Config) Validate() error {
 	v.routes()
 	v.graphql()
 	v.cors()
+	v.gateway()
+	v.envoy()
 	slices.SortStableFunc(v.errs, func(a, b *Error) int {
 		// Known lines first, in file order; the rest keep their order.
 		if (a.Line == 0) != (b.Line == 0) {
@@ -399,6 +402,87 @@ func (v *validator) cors() {
 	}
 }
 
+func (v *validator) gateway() {
+	if h := v.c.Gateway.UsernameHeader; h != "" && !isHeaderName(h) {
+		v.fail("gateway.username_header", "want an HTTP header name such as X-Login-User, got %q", h)
+	}
+}
+
+// envoy checks grpc_listen and the descriptor trees; the check service
+// owns the rules of a tree, reported here against the file's lines.
+func (v *validator) envoy() {
+	c := v.c
+	if c.GRPCListen != "" {
+		if _, port, err := net.SplitHostPort(c.GRPCListen); err != nil {
+			v.fail("grpc_listen", "want host:port such as \":8081\", got %q", c.GRPCListen)
+		} else if c.GRPCListen == c.Listen && port != "0" { // port 0: each gets a free port
+			v.fail("grpc_listen", "%q is listen's address too: the gRPC service needs its own", c.GRPCListen)
+		}
+		if len(c.Identity.TrustedProxies) == 0 {
+			v.fail("grpc_listen", "identity.trusted_proxies is empty: no Envoy could call; list the addresses Envoy calls from")
+		}
+		if len(c.Envoy.Domains) == 0 {
+			v.fail("grpc_listen", "envoy.domains is empty: the rate-limit service would limit nothing")
+		}
+	}
+	if len(c.Envoy.Domains) == 0 {
+		return
+	}
+	policies := map[string]*limiter.Policy{}
+	unknown := false
+	var walk func(field string, ds []EnvoyDescriptor)
+	walk = func(field string, ds []EnvoyDescriptor) {
+		for i, d := range ds {
+			f := fmt.Sprintf("%s[%d]", field, i)
+			for j, name := range d.Policies {
+				pc, ok := c.Policies[name]
+				if !ok {
+					v.fail(fmt.Sprintf("%s.policies[%d]", f, j), "unknown policy %q%s", name, v.known())
+					unknown = true
+					continue
+				}
+				policies[name] = pc.policy(name)
+			}
+			walk(f+".descriptors", d.Descriptors)
+		}
+	}
+	for _, name := range sortedKeys(c.Envoy.Domains) {
+		walk(c.entryPath("envoy.domains", name), c.Envoy.Domains[name])
+	}
+	// Policies are validated under policies; here only how the tree uses them.
+	err := check.ValidateDomains(c.EnvoyDomains(policies), nil)
+	for _, e := range limiter.Errors(err) {
+		var de *check.DescriptorError
+		var fe *limiter.FieldError
+		switch {
+		case errors.As(e, &de):
+			field := c.entryPath("envoy.domains", de.Domain)
+			for k, n := range de.Path {
+				if k > 0 {
+					field += ".descriptors"
+				}
+				field += fmt.Sprintf("[%d]", n)
+			}
+			if de.Field != "" {
+				field += "." + de.Field
+			}
+			v.fail(field, "%s", de.Reason)
+		case errors.As(e, &fe) && unknown:
+			// "limits nothing" because the unknown names were left out: said above.
+		case errors.As(e, &fe):
+			v.fail("envoy.domains", "%s", fe.Reason)
+		default:
+			v.fail("envoy.domains", "%v", e)
+		}
+	}
+}
+
+func isHeaderName(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c))
+	})
+}
+
 // Warnings lists what is legal but probably a mistake, for the log at start.
 func (c *Config) Warnings() []string {
 	var out []string
@@ -420,9 +504,24 @@ func (c *Config) Warnings() []string {
 			used[p] = true
 		}
 	}
+	var envoyUses func(ds []EnvoyDescriptor)
+	envoyUses = func(ds []EnvoyDescriptor) {
+		for _, d := range ds {
+			for _, p := range d.Policies {
+				used[p] = true
+			}
+			envoyUses(d.Descriptors)
+		}
+	}
+	for _, ds := range c.Envoy.Domains {
+		envoyUses(ds)
+	}
+	if len(c.Envoy.Domains) > 0 && c.GRPCListen == "" {
+		out = append(out, "envoy.domains: grpc_listen is not set: nothing serves Envoy's rate-limit service")
+	}
 	for _, name := range sortedKeys(c.Policies) {
 		if !used[name] {
-			out = append(out, fmt.Sprintf("%s: no route uses it", c.entryPath("policies", name)))
+			out = append(out, fmt.Sprintf("%s: no route or envoy descriptor uses it", c.entryPath("policies", name)))
 		}
 	}
 	if c.src != nil && c.GraphQL.Path != "" {

@@ -39,12 +39,21 @@ func HTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 // accepted, before it costs a goroutine or a read. Slow clients from one
 // address cannot starve others of file descriptors.
 func LimitPerIP(ln net.Listener, max int, onRefuse func(addr netip.Addr)) net.Listener {
-	return &perIPListener{Listener: ln, max: max, open: map[netip.Addr]int{}, onRefuse: onRefuse}
+	return LimitPerIPExcept(ln, max, nil, onRefuse)
+}
+
+// LimitPerIPExcept is LimitPerIP for every address outside exempt: the
+// gateways in front of the server (identity.trusted_proxies), whose address
+// every request behind them arrives from. Capping them would turn a busy
+// nginx's auth_request sub-requests into refused connections.
+func LimitPerIPExcept(ln net.Listener, max int, exempt []netip.Prefix, onRefuse func(addr netip.Addr)) net.Listener {
+	return &perIPListener{Listener: ln, max: max, exempt: exempt, open: map[netip.Addr]int{}, onRefuse: onRefuse}
 }
 
 type perIPListener struct {
 	net.Listener
 	max      int
+	exempt   []netip.Prefix
 	onRefuse func(netip.Addr)
 
 	mu   sync.Mutex
@@ -58,6 +67,9 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		addr := remoteAddr(c)
+		if l.isExempt(addr) {
+			return c, nil
+		}
 		l.mu.Lock()
 		n := l.open[addr]
 		ok := n < l.max
@@ -73,6 +85,15 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 			l.onRefuse(addr)
 		}
 	}
+}
+
+func (l *perIPListener) isExempt(addr netip.Addr) bool {
+	for _, p := range l.exempt {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *perIPListener) release(addr netip.Addr) {

@@ -26,6 +26,7 @@ import (
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/graph"
 	"github.com/costgate/costgate/graph/model"
+	"github.com/costgate/costgate/internal/check"
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/internal/demo"
 	"github.com/costgate/costgate/limiter"
@@ -47,6 +48,9 @@ type Server struct {
 	state   *state
 	cfg     *config.Config
 	handler atomic.Pointer[http.Handler]
+	// rls is Envoy's rate-limit service of the config in effect; nil
+	// without envoy.domains.
+	rls atomic.Pointer[check.RateLimitService]
 }
 
 // New builds the server for cfg.
@@ -56,13 +60,14 @@ func New(cfg *config.Config, logger *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := s.build(cfg, st)
+	h, rls, err := s.build(cfg, st)
 	if err != nil {
 		st.close()
 		return nil, err
 	}
 	s.state, s.cfg = st, cfg
 	s.handler.Store(&h)
+	s.rls.Store(rls)
 	s.serving.Store(true)
 	for _, w := range cfg.Warnings() {
 		logger.Warn("config: "+w, "config", cfg.Source())
@@ -96,7 +101,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		}
 		fresh = true
 	}
-	h, err := s.build(cfg, st)
+	h, rls, err := s.build(cfg, st)
 	if err != nil {
 		if fresh {
 			st.close()
@@ -106,6 +111,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	if cfg.Listen != s.cfg.Listen {
 		s.logger.Warn("config: listen changed; it takes effect at the next start", "listen", s.cfg.Listen, "new", cfg.Listen)
 	}
+	if cfg.GRPCListen != s.cfg.GRPCListen {
+		s.logger.Warn("config: grpc_listen changed; it takes effect at the next start", "grpc_listen", s.cfg.GRPCListen, "new", cfg.GRPCListen)
+	}
 	if fresh {
 		s.logger.Warn("config: the store section or hash key changed: limiter state starts afresh")
 		old := s.state
@@ -113,6 +121,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	s.state, s.cfg = st, cfg
 	s.handler.Store(&h)
+	s.rls.Store(rls)
 	for _, w := range cfg.Warnings() {
 		s.logger.Warn("config: "+w, "config", cfg.Source())
 	}
@@ -129,11 +138,12 @@ func (s *Server) Close() {
 	s.state.close()
 }
 
-// build makes the handler of cfg over st.
-func (s *Server) build(cfg *config.Config, st *state) (http.Handler, error) {
+// build makes the handler of cfg over st, and Envoy's rate-limit service
+// when the config maps descriptors.
+func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.RateLimitService, error) {
 	ids, err := identity.New(cfg.IdentityConfig(st.hashKey))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	policies := cfg.LimiterPolicies()
 	r := chi.NewRouter()
@@ -145,13 +155,31 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, error) {
 	var rest *httplimit.Middleware
 	if len(cfg.Routes) > 0 {
 		if rest, err = httplimit.New(httplimit.Config{Limiter: st.limiter, Identity: ids, Routes: cfg.HTTPRoutes(policies)}); err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		// The same routes for gateways in front of services in any
+		// language, in proxy mode too.
+		chk := http.Handler(http.HandlerFunc(check.RefuseAll))
+		if gateways := cfg.TrustedPrefixes(); len(gateways) > 0 {
+			if chk, err = check.NewHandler(check.HTTPConfig{Limits: rest, Identity: ids, Gateways: gateways,
+				UsernameHeader: cfg.Gateway.UsernameHeader, Logger: s.logger}); err != nil {
+				return nil, nil, err
+			}
+		}
+		r.Handle(check.Path, chk)
+		r.Handle(check.Path+"/*", chk)
+	}
+	var rls *check.RateLimitService
+	if len(cfg.Envoy.Domains) > 0 && len(cfg.TrustedPrefixes()) > 0 {
+		if rls, err = check.NewRateLimitService(check.EnvoyConfig{Limiter: st.limiter, Identity: ids,
+			Gateways: cfg.TrustedPrefixes(), Domains: cfg.EnvoyDomains(policies), Logger: s.logger}); err != nil {
+			return nil, nil, err
 		}
 	}
 	if cfg.GraphQL.Path != "" {
 		gql, err := s.graphql(cfg, st.limiter, ids, policies)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		r.Handle(cfg.GraphQL.Path, gql)
 		// The GraphiQL playground, its assets embedded: it works with no
@@ -191,7 +219,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, error) {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method_not_allowed", "message": r.Method + " is not allowed here"})
 	})
-	return r, nil
+	return r, rls, nil
 }
 
 // demoQuery opens the demo's playground: the worked example of SPEC §4.

@@ -167,6 +167,11 @@ func New(cfg Config) (*Resolver, error) {
 	return r, nil
 }
 
+// APIKeyHeader is the canonical name of the header carrying the API key:
+// a door that learns the key elsewhere (a gateway's descriptor) sets it
+// there before Resolve.
+func (res *Resolver) APIKeyHeader() string { return res.header }
+
 // Identity is who one request is limited as. It belongs to that request:
 // the doors fill in Username and Route as they learn them.
 type Identity struct {

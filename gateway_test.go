@@ -1,0 +1,580 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/goccy/go-yaml"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/costgate/costgate/internal/demo"
+	"github.com/costgate/costgate/internal/nginxtest"
+	"github.com/costgate/costgate/limiter/redistest"
+)
+
+// readmeBlock returns the fenced block of README.md that follows marker:
+// the tests run the README's configs as they are, so the two cannot drift.
+func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), marker)
+	if !ok {
+		t.Fatalf("README.md has no %q", marker)
+	}
+	_, rest, ok = strings.Cut(rest, "```")
+	if ok {
+		_, rest, ok = strings.Cut(rest, "\n") // the info string
+	}
+	block, _, closed := strings.Cut(rest, "\n```")
+	if !ok || !closed {
+		t.Fatalf("no fenced block after %q in README.md", marker)
+	}
+	return block + "\n"
+}
+
+// substitute replaces each old text, which must occur exactly once.
+func substitute(t testing.TB, s string, pairs ...string) string {
+	t.Helper()
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if n := strings.Count(s, pairs[i]); n != 1 {
+			t.Fatalf("the README snippet has %q %d times, want once", pairs[i], n)
+		}
+		s = strings.Replace(s, pairs[i], pairs[i+1], 1)
+	}
+	return s
+}
+
+// startServerAt is startServer returning every address run listens on.
+func startServerAt(t *testing.T, args []string, env map[string]string) listening {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan listening, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, args, func(k string) string { return env[k] }, io.Discard, nil, ready)
+	}()
+	select {
+	case at := <-ready:
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("server stopped with %v", err)
+			}
+		})
+		return at
+	case err := <-done:
+		cancel()
+		t.Fatalf("server did not start: %v", err)
+	}
+	return listening{}
+}
+
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "costgate.yaml")
+	if err := os.WriteFile(f, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// clientFrom is an HTTP client whose connections come from a loopback
+// address of its own, so that each test client has its own address.
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, network, addr)
+		},
+		MaxIdleConnsPerHost: 200,
+	}}
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func send(t *testing.T, c *http.Client, method, url, body string, header map[string]string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply{status: res.StatusCode, header: res.Header, body: strings.TrimSpace(string(b))}
+}
+
+// gatewayConfig is the config of the gateway tests: the REST and login
+// limits of the demo, refill negligible during a test, the gateway trusted.
+const gatewayConfig = `
+identity:
+  trusted_proxies: ["127.0.0.1/32"]
+  api_keys:
+    demo-free: {tenant: acme, plan: free}
+gateway: {username_header: X-Login-User}
+policies:
+  api:        {algorithm: token_bucket, limit: 150, period: 1h, burst: 150, key: [tenant, api_key]}
+  login_ip:   {algorithm: sliding_log, limit: 10, period: 5m, key: [ip], on_store_error: deny}
+  login_user: {algorithm: sliding_log, limit: 10, period: 5m, key: [username], on_store_error: deny}
+routes:
+  - {match: "POST /login", policies: [login_ip, login_user]}
+  - {match: "/api/*", policies: [api]}
+graphql: {path: ""}
+`
+
+// A real nginx, configured with the README's snippet, in front of a
+// service, costgate as its auth_request: 150 at once, then 429 with
+// Retry-After, the rate-limit headers and the JSON body reaching the
+// client; the login limits per address and per username decision for
+// decision what the embedded middleware answers; headers a client forges
+// change nothing.
+func TestNginxInFront(t *testing.T) {
+	conf := readmeBlock(t, "<!-- the nginx config of TestNginxInFront -->")
+	shop := http.NewServeMux()
+	shop.HandleFunc("GET /api/products", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"products":[]}`)
+	})
+	shop.Handle("POST /login", demo.NewLogin())
+	up := httptest.NewServer(shop)
+	t.Cleanup(up.Close)
+	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig)}, nil)
+	ngx := nginxtest.Start(t, func(listen string) string {
+		return substitute(t, conf,
+			"server 127.0.0.1:8080;", "server "+at.HTTP+";",
+			"proxy_pass http://127.0.0.1:9000;", "proxy_pass "+up.URL+";",
+			"listen 80;", "listen "+listen+";")
+	})
+	front := "http://" + ngx.Addr
+
+	t.Run("burst", func(t *testing.T) {
+		c := clientFrom("127.0.0.2")
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		replies := make([]reply, 150)
+		errs := make(chan error, 150)
+		for i := range replies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				res, err := c.Get(front + "/api/products")
+				if err != nil {
+					errs <- err
+					return
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				replies[i] = reply{status: res.StatusCode, header: res.Header}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		var remaining []int
+		for i, r := range replies {
+			if r.status != 200 || r.header.Get("RateLimit-Policy") != `"api";q=150;w=3600` {
+				t.Fatalf("request %d of the burst: %d %v", i, r.status, r.header)
+			}
+			n, _ := strconv.Atoi(r.header.Get("X-RateLimit-Remaining"))
+			remaining = append(remaining, n)
+		}
+		slices.Sort(remaining)
+		for i, n := range remaining {
+			if n != i {
+				t.Fatalf("X-RateLimit-Remaining over the burst %v, want each of 0..149 once", remaining)
+			}
+		}
+		r := send(t, c, "GET", front+"/api/products", "", nil)
+		var body struct {
+			Error         string `json:"error"`
+			Policy        string `json:"policy"`
+			RetryAfterSec int64  `json:"retry_after_sec"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &body); err != nil {
+			t.Fatalf("151st: %d body %q: %v", r.status, r.body, err)
+		}
+		if r.status != 429 || body.Error != "rate_limit" || body.Policy != "api" || body.RetryAfterSec < 1 ||
+			r.header.Get("Retry-After") != strconv.FormatInt(body.RetryAfterSec, 10) ||
+			r.header.Get("Content-Type") != "application/json" ||
+			r.header.Get("X-RateLimit-Limit") != "150" || r.header.Get("X-RateLimit-Remaining") != "0" || r.header.Get("X-RateLimit-Reset") == "" ||
+			r.header.Get("RateLimit-Policy") != `"api";q=150;w=3600` || r.header.Get("RateLimit") != fmt.Sprintf(`"api";r=0;t=%d`, body.RetryAfterSec) {
+			t.Errorf("151st: %d %v %s", r.status, r.header, r.body)
+		}
+		// Another address has its own budget; an unknown key is nginx's 401 with costgate's body.
+		if r := send(t, clientFrom("127.0.0.3"), "GET", front+"/api/products", "", nil); r.status != 200 || r.header.Get("X-RateLimit-Remaining") != "149" {
+			t.Errorf("another address: %d %v", r.status, r.header)
+		}
+		if r := send(t, clientFrom("127.0.0.4"), "GET", front+"/api/products", "", map[string]string{"X-API-Key": "guessed"}); r.status != 401 || !strings.Contains(r.body, `"unauthorized"`) {
+			t.Errorf("unknown key: %d %s", r.status, r.body)
+		}
+	})
+
+	t.Run("login", func(t *testing.T) {
+		type attempt struct {
+			client int                      // the last byte of the client's loopback address
+			user   func(word string) string // the username, from a word of each run's own
+		}
+		var attempts []attempt
+		for i := range 12 { // one address, many usernames: login_ip
+			attempts = append(attempts, attempt{client: 2, user: func(w string) string { return fmt.Sprintf("%s%d", w, i) }})
+		}
+		spellings := []func(string) string{ // one username, spelt as normalisation folds it
+			func(w string) string { return w },
+			func(w string) string { return " " + strings.ToUpper(w[:1]) + w[1:] + " " },
+			strings.ToUpper,
+			func(w string) string { // fullwidth letters (NFKC)
+				return strings.Map(func(r rune) rune { return r + 0xFEE0 }, w)
+			},
+		}
+		for i := range 12 { // one username from many addresses: login_user
+			attempts = append(attempts, attempt{client: 10 + i, user: spellings[i%4]})
+		}
+		// Denied attempts charged nothing: this address still logs in.
+		attempts = append(attempts, attempt{client: 20, user: func(w string) string { return "someone" + w }})
+		forged := map[string]string{"X-Forwarded-For": "198.51.100.99", "X-Original-URI": "/healthz", "X-Forwarded-Uri": "/healthz", "X-Forwarded-Method": "GET"}
+		// Each run has addresses and usernames of its own: the two doors share one budget.
+		answers := func(net3 int, base, word string) []reply {
+			var out []reply
+			for _, a := range attempts {
+				name := a.user(word)
+				h := map[string]string{"X-Login-User": name}
+				for k, v := range forged {
+					h[k] = v
+				}
+				body, _ := json.Marshal(map[string]string{"username": name, "password": "guess"})
+				out = append(out, send(t, clientFrom(fmt.Sprintf("127.0.%d.%d", net3, a.client)), "POST", base+"/login", string(body), h))
+			}
+			return out
+		}
+		direct := answers(1, "http://"+at.HTTP, "victim") // the embedded middleware in front of the demo login
+		via := answers(2, front, "quarry")
+		// The runs happen one after the other on the real clock: the seconds
+		// until a slot frees may differ by the time between them.
+		seconds := regexp.MustCompile(`t=\d+|retry in \d+s|"retry_after_sec":\d+`)
+		timeless := func(s string) string { return seconds.ReplaceAllString(s, "N") }
+		for i := range attempts {
+			d, v := direct[i], via[i]
+			for _, h := range []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "Content-Type"} {
+				if timeless(d.header.Get(h)) != timeless(v.header.Get(h)) {
+					t.Errorf("attempt %d: %s through nginx %q, embedded %q", i, h, v.header.Get(h), d.header.Get(h))
+				}
+			}
+			dr, _ := strconv.Atoi(d.header.Get("Retry-After"))
+			vr, _ := strconv.Atoi(v.header.Get("Retry-After"))
+			if (dr == 0) != (vr == 0) || vr > dr+30 || vr < dr-30 {
+				t.Errorf("attempt %d: Retry-After through nginx %d, embedded %d", i, vr, dr)
+			}
+			if d.status != v.status || timeless(d.body) != timeless(v.body) {
+				t.Errorf("attempt %d: through nginx %d %s, embedded %d %s", i, v.status, v.body, d.status, d.body)
+			}
+		}
+		want := map[int]string{10: "login_ip", 11: "login_ip", 22: "login_user", 23: "login_user"}
+		for i, v := range via {
+			if p, denied := want[i]; denied {
+				if v.status != 429 || !strings.Contains(v.body, `"policy":"`+p+`"`) {
+					t.Errorf("attempt %d through nginx: %d %s, want 429 by %s", i, v.status, v.body, p)
+				}
+			} else if v.status != 401 || !strings.Contains(v.body, "invalid_credentials") {
+				t.Errorf("attempt %d through nginx: %d %s, want the service's 401", i, v.status, v.body)
+			}
+		}
+	})
+	if strings.Contains(ngx.Log(), "auth request unexpected status") {
+		t.Errorf("nginx could not relay a check:\n%s", ngx.Log())
+	}
+}
+
+// envoyRoutes loads the README's Envoy config into Envoy's own types
+// (protojson, then the generated validation) and returns the domain of its
+// rate-limit filter and its routes.
+func envoyRoutes(t *testing.T) (string, []*routev3.Route) {
+	t.Helper()
+	js, err := yaml.YAMLToJSON([]byte(readmeBlock(t, "<!-- the Envoy config of TestGatewaysShareOneBudget -->")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boot bootstrapv3.Bootstrap
+	if err := protojson.Unmarshal(js, &boot); err != nil {
+		t.Fatalf("the README's Envoy config: %v", err)
+	}
+	if err := boot.ValidateAll(); err != nil {
+		t.Fatalf("the README's Envoy config: %v", err)
+	}
+	var hcm hcmv3.HttpConnectionManager
+	if err := boot.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(&hcm); err != nil {
+		t.Fatal(err)
+	}
+	var rl ratelimitv3.RateLimit
+	if err := hcm.GetHttpFilters()[0].GetTypedConfig().UnmarshalTo(&rl); err != nil {
+		t.Fatal(err)
+	}
+	if rl.GetRateLimitService().GetGrpcService().GetEnvoyGrpc().GetClusterName() != "costgate" {
+		t.Fatalf("the rate-limit filter calls %v", rl.GetRateLimitService())
+	}
+	return rl.GetDomain(), hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()
+}
+
+// envoyRequest is what Envoy's actions read of a request.
+type envoyRequest struct {
+	method, path, remote string
+	header               map[string]string // lower-case names
+}
+
+// envoyDescriptors produces, for r, the descriptors the rate_limits of the
+// route Envoy would pick produce, as Envoy's generic_key, remote_address and
+// request_headers actions do.
+func envoyDescriptors(t *testing.T, routes []*routev3.Route, r envoyRequest) []*rlcommon.RateLimitDescriptor {
+	t.Helper()
+	for _, rt := range routes {
+		m := rt.GetMatch()
+		switch {
+		case m.GetPath() != "" && m.GetPath() != r.path, m.GetPrefix() != "" && !strings.HasPrefix(r.path, m.GetPrefix()):
+			continue
+		}
+		matched := true
+		for _, h := range m.GetHeaders() {
+			if h.GetName() == ":method" && h.GetStringMatch().GetExact() != r.method {
+				matched = false
+			}
+		}
+		if !matched {
+			continue
+		}
+		var out []*rlcommon.RateLimitDescriptor
+	limits:
+		for _, rl := range rt.GetRoute().GetRateLimits() {
+			d := &rlcommon.RateLimitDescriptor{}
+			add := func(k, v string) {
+				d.Entries = append(d.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: k, Value: v})
+			}
+			for _, a := range rl.GetActions() {
+				switch {
+				case a.GetGenericKey() != nil:
+					add(cmpOr(a.GetGenericKey().GetDescriptorKey(), "generic_key"), a.GetGenericKey().GetDescriptorValue())
+				case a.GetRemoteAddress() != nil:
+					add("remote_address", r.remote)
+				case a.GetRequestHeaders() != nil:
+					rh := a.GetRequestHeaders()
+					v, ok := r.header[strings.ToLower(rh.GetHeaderName())]
+					switch {
+					case ok:
+						add(rh.GetDescriptorKey(), v)
+					case !rh.GetSkipIfAbsent():
+						continue limits // Envoy sends no descriptor
+					}
+				default:
+					t.Fatalf("action %v is not simulated", a)
+				}
+			}
+			out = append(out, d)
+		}
+		return out
+	}
+	return nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// The same limits through the embedded middleware, /v1/check and Envoy's
+// gRPC share one budget: one key per client and policy in Redis, whichever
+// door spends it. Both gateways run the README's configs: costgate's
+// envoy section, and Envoy's own config, loaded into Envoy's types, whose
+// actions produce the descriptors sent.
+func TestGatewaysShareOneBudget(t *testing.T) {
+	domain, routes := envoyRoutes(t)
+	rds := redistest.StartServer(t)
+	cfg := substitute(t, readmeBlock(t, "<!-- the costgate config of TestGatewaysShareOneBudget -->"),
+		`trusted_proxies: ["10.0.0.0/8"]`, `trusted_proxies: ["127.0.0.1/32"]`,
+		`grpc_listen: ":8081"`, `grpc_listen: "127.0.0.1:0"`,
+		`  hash_key: "a long random secret shared by every gateway"`,
+		"  hash_key: \"a long random secret shared by every gateway\"\n  api_keys:\n    demo-free: {tenant: acme, plan: free}")
+	cfg += strings.Replace(gatewayConfig, "identity:\n  trusted_proxies: [\"127.0.0.1/32\"]\n  api_keys:\n    demo-free: {tenant: acme, plan: free}\ngateway: {username_header: X-Login-User}\n", "", 1)
+	env := map[string]string{"COSTGATE_CONFIG": writeConfig(t, cfg), "COSTGATE_REDIS_URL": "redis://" + rds.Addr() + "/0"}
+	embedded := startServerAt(t, []string{"-addr", "127.0.0.1:0"}, env) // its /api and /login: the middleware
+	gw := startServerAt(t, []string{"-addr", "127.0.0.1:0"}, env)       // its /v1/check and gRPC
+	if gw.GRPC == "" {
+		t.Fatal("grpc_listen: no gRPC service")
+	}
+	rls := dialGRPC(t, gw.GRPC)
+	c := clientFrom("127.0.0.1") // a trusted proxy: X-Forwarded-For names the client
+
+	type door func(client, apiKey string) (allowed bool, remaining string)
+	middleware := func(client, apiKey string) (bool, string) {
+		r := send(t, c, "GET", "http://"+embedded.HTTP+"/api/products", "", map[string]string{"X-Forwarded-For": client, "X-API-Key": apiKey})
+		return r.status == 200, r.header.Get("X-RateLimit-Remaining")
+	}
+	check := func(client, apiKey string) (bool, string) {
+		r := send(t, c, "GET", "http://"+gw.HTTP+"/v1/check", "", map[string]string{"X-Forwarded-Method": "GET",
+			"X-Forwarded-Uri": "/api/products", "X-Forwarded-For": client, "X-API-Key": apiKey})
+		return r.status == 200, r.header.Get("X-RateLimit-Remaining")
+	}
+	envoy := func(client, apiKey string) (bool, string) {
+		h := map[string]string{}
+		if apiKey != "" {
+			h["x-api-key"] = apiKey
+		}
+		resp := callRLS(t, rls, domain, envoyDescriptors(t, routes, envoyRequest{method: "GET", path: "/api/products", remote: client, header: h}))
+		return resp.GetOverallCode() == rlsv3.RateLimitResponse_OK, headerValue(resp, "X-RateLimit-Remaining")
+	}
+	doors := []struct {
+		name string
+		door door
+	}{{"middleware", middleware}, {"/v1/check", check}, {"gRPC", envoy}}
+
+	// 50 through each door, then every door denies: 150 in all.
+	for _, d := range doors {
+		for range 50 {
+			if ok, rem := d.door("203.0.113.7", ""); !ok {
+				t.Fatalf("%s: denied with %s remaining", d.name, rem)
+			}
+		}
+	}
+	for _, d := range doors {
+		if ok, rem := d.door("203.0.113.7", ""); ok || rem != "0" {
+			t.Errorf("%s after 150 through the three doors: allowed %v, remaining %s", d.name, ok, rem)
+		}
+	}
+	// An API key is one budget, its tenant's, through each door too.
+	for i, d := range doors {
+		if ok, rem := d.door("198.51.100."+strconv.Itoa(i+1), "demo-free"); !ok || rem != strconv.Itoa(149-i) {
+			t.Errorf("%s with demo-free from another address: allowed %v remaining %s, want %d", d.name, ok, rem, 149-i)
+		}
+	}
+
+	// Login by username: 4 attempts through the middleware, 3 through the
+	// check, 3 through Envoy, each from its own address, spelt differently:
+	// the 11th, through any door, is over login_user.
+	login := func(door int, client, user string) bool {
+		switch door {
+		case 0:
+			body, _ := json.Marshal(map[string]string{"username": user, "password": "guess"})
+			return send(t, c, "POST", "http://"+embedded.HTTP+"/login", string(body), map[string]string{"X-Forwarded-For": client}).status != 429
+		case 1:
+			return send(t, c, "GET", "http://"+gw.HTTP+"/v1/check", "", map[string]string{"X-Forwarded-Method": "POST",
+				"X-Forwarded-Uri": "/login", "X-Forwarded-For": client, "X-Login-User": user}).status == 200
+		}
+		resp := callRLS(t, rls, domain, envoyDescriptors(t, routes, envoyRequest{method: "POST", path: "/login", remote: client,
+			header: map[string]string{"x-login-user": user}}))
+		return resp.GetOverallCode() == rlsv3.RateLimitResponse_OK
+	}
+	for i, door := range []int{0, 0, 0, 0, 1, 1, 1, 2, 2, 2} {
+		if !login(door, fmt.Sprintf("192.0.2.%d", i+1), []string{"alice", "Alice", " ALICE "}[i%3]) {
+			t.Fatalf("login attempt %d (door %d) denied", i, door)
+		}
+	}
+	for door := range 3 {
+		if login(door, fmt.Sprintf("192.0.2.%d", 100+door), "alice") {
+			t.Errorf("login through door %d after 10 attempts at alice: allowed", door)
+		}
+	}
+
+	// One key space: one state per client and policy, whichever door wrote it.
+	keys, err := rds.Client().Keys(t.Context(), "rl:{*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]bool{}
+	for _, k := range keys {
+		tags[k[:strings.IndexByte(k, '}')+1]] = true
+	}
+	var api, user int
+	for tag := range tags {
+		switch {
+		case strings.HasPrefix(tag, "rl:{api:"):
+			api++
+		case strings.HasPrefix(tag, "rl:{login_user:"):
+			user++
+		}
+	}
+	// api: 203.0.113.7, the acme tenant; login_user: alice.
+	if api != 2 || user != 1 {
+		t.Errorf("state for %d api and %d login_user identities, want 2 and 1: %v", api, user, keys)
+	}
+}
+
+func dialGRPC(t *testing.T, addr string) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rlsv3.NewRateLimitServiceClient(conn)
+}
+
+func callRLS(t *testing.T, c rlsv3.RateLimitServiceClient, domain string, ds []*rlcommon.RateLimitDescriptor) *rlsv3.RateLimitResponse {
+	t.Helper()
+	if len(ds) == 0 {
+		t.Fatal("the Envoy config produces no descriptor for the request")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: domain, Descriptors: ds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func headerValue(resp *rlsv3.RateLimitResponse, name string) string {
+	for _, h := range resp.GetResponseHeadersToAdd() {
+		if strings.EqualFold(h.GetKey(), name) {
+			return h.GetValue()
+		}
+	}
+	return ""
+}

@@ -1,0 +1,482 @@
+package check
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/header"
+	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/limiter/identity"
+)
+
+// Path is where the server mounts the forward-auth check; Envoy's
+// path_prefix appends the original path to it.
+const Path = "/v1/check"
+
+// Headers a gateway names the original request with.
+const (
+	ForwardedMethod = "X-Forwarded-Method"
+	ForwardedHost   = "X-Forwarded-Host"
+	ForwardedURI    = "X-Forwarded-Uri" // Traefik
+	OriginalURI     = "X-Original-URI"  // the nginx convention
+)
+
+// ErrorBodyHeader carries the JSON body of a refusal when the check was
+// asked for ?deny_status=403: nginx's auth_request drops the body of the
+// sub-request's answer, and gives the client this header's value instead.
+const ErrorBodyHeader = "Costgate-Error-Body"
+
+// MaxURIBytes bounds the original request-target a check may name.
+const MaxURIBytes = 8 << 10
+
+// Error codes of the check's own refusals (the limiter's are httplimit's).
+const (
+	CodeBadRequest    = "bad_request"
+	CodeUntrustedPeer = "untrusted_peer"
+	CodeUnauthorized  = "unauthorized"
+)
+
+// HTTPConfig configures a Handler. Limits, Identity and Gateways are
+// required.
+type HTTPConfig struct {
+	// Limits is the REST middleware whose routes and policies the check
+	// applies, charged exactly as it charges them.
+	Limits *httplimit.Middleware
+	// Identity is the Resolver Limits was built with.
+	Identity *identity.Resolver
+	// Gateways are the peers allowed to ask (the config's
+	// identity.trusted_proxies). A check from any other peer is refused
+	// with 403: it could name any client and spend its budget.
+	Gateways []netip.Prefix
+	// UsernameHeader, when set, is the header a gateway passes the login
+	// username in, for policies keyed by username: normalised and limited
+	// exactly as httplimit limits the username of a JSON login body (which
+	// is read instead when the header is absent).
+	UsernameHeader string
+	// Clock returns the time for X-RateLimit-Reset (default time.Now).
+	Clock func() time.Time
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Handler is the forward-auth check, mounted at Path and below it.
+type Handler struct {
+	cfg            HTTPConfig
+	usernameHeader string
+	refusals       *refusalLog
+}
+
+// NewHandler checks cfg and returns the Handler.
+func NewHandler(cfg HTTPConfig) (*Handler, error) {
+	var errs []error
+	fail := func(field, reason string) {
+		errs = append(errs, &limiter.FieldError{Field: field, Reason: reason})
+	}
+	if cfg.Limits == nil {
+		fail("Limits", "required: the routes and policies to check (httplimit.New)")
+	}
+	if cfg.Identity == nil {
+		fail("Identity", "required: it says who pays")
+	}
+	if len(cfg.Gateways) == 0 {
+		fail("Gateways", "empty: no gateway could ask (list their addresses in identity.trusted_proxies)")
+	}
+	if cfg.UsernameHeader != "" && !isToken(cfg.UsernameHeader) {
+		fail("UsernameHeader", fmt.Sprintf("want an HTTP header name, got %q", cfg.UsernameHeader))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Handler{cfg: cfg, usernameHeader: http.CanonicalHeaderKey(cfg.UsernameHeader), refusals: &refusalLog{logger: cfg.Logger}}, nil
+}
+
+// ServeHTTP answers one check: 200 when the original request may go on
+// (with the rate-limit headers when a route matched), 429 (or 403 with
+// ?deny_status=403) when a policy denies it, 503 when the store is down and
+// a policy fails closed, 401 for an unknown API key, 400 for a check that
+// does not name its original request, 403 for a peer that is not a gateway.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !isGateway(r.RemoteAddr, h.cfg.Gateways) {
+		h.refusals.refused("/v1/check", r.RemoteAddr)
+		writeError(w, http.StatusForbidden, CodeUntrustedPeer,
+			"/v1/check answers only the gateways listed in identity.trusted_proxies")
+		return
+	}
+	orig, denyStatus, err := originalRequest(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		return
+	}
+	route := h.cfg.Limits.Match(orig.Method, orig.URL.Path)
+	if route == nil || len(route.Policies) == 0 {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	out := w
+	var buf *bufferedWriter
+	if denyStatus == http.StatusForbidden {
+		buf = &bufferedWriter{ResponseWriter: w}
+		out = buf
+	}
+	h.check(out, orig, route)
+	if buf != nil {
+		buf.flush()
+	}
+}
+
+// check limits orig by route and answers on w.
+func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *httplimit.Route) {
+	id, orig, err := h.cfg.Identity.Attach(orig)
+	if err != nil {
+		identity.WriteLookupError(w)
+		return
+	}
+	// The route key part: the matched route's pattern, as the middleware
+	// has it when it runs before a router.
+	_, routePath, prefix, _ := httplimit.ParseRoute(route.Pattern)
+	if prefix {
+		routePath += "*"
+	}
+	id.Route = orig.Method + " " + routePath
+	if identity.Needs(route.Policies, identity.PartUsername) && h.usernameHeader != "" {
+		if done := h.usernameFromHeader(w, orig, id, route); done {
+			return
+		}
+	}
+	if !h.cfg.Limits.Limit(w, orig, id, route) {
+		return
+	}
+	if id.UnknownKey {
+		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "unknown API key")
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// usernameFromHeader sets id.Username from the username header, as
+// httplimit reads it from a login body: normalised, and refused (400) when
+// it cannot be one; one over 256 bytes is refused after the route's other
+// policies were charged. It reports whether it answered the check. Without
+// the header, the body (if the gateway forwards one) is read instead.
+func (h *Handler) usernameFromHeader(w http.ResponseWriter, orig *http.Request, id *identity.Identity, route *httplimit.Route) bool {
+	values := orig.Header.Values(h.usernameHeader)
+	switch {
+	case len(values) == 0:
+		return false
+	case len(values) > 1:
+		writeError(w, http.StatusBadRequest, CodeBadRequest, h.cfg.UsernameHeader+" appears more than once")
+		return true
+	}
+	name, err := identity.NormalizeUsername(values[0])
+	if err == nil {
+		id.Username = name
+		return false
+	}
+	var ue *identity.UsernameError
+	if !errors.As(err, &ue) || !ue.TooLong {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "the username is "+usernameReason(err))
+		return true
+	}
+	var others []*limiter.Policy
+	for _, p := range route.Policies {
+		if !identity.Needs([]*limiter.Policy{p}, identity.PartUsername) {
+			others = append(others, p)
+		}
+	}
+	decisions, ok := h.cfg.Limits.Check(orig.Context(), others, id, 1)
+	header.Set(w.Header(), h.cfg.Clock(), decisions)
+	if !ok {
+		httplimit.WriteDenied(w, decisions[len(decisions)-1])
+		return true
+	}
+	writeError(w, http.StatusBadRequest, CodeBadRequest, "the username is "+ue.Reason)
+	return true
+}
+
+func usernameReason(err error) string {
+	var ue *identity.UsernameError
+	if errors.As(err, &ue) {
+		return ue.Reason
+	}
+	return err.Error()
+}
+
+// originalRequest is the request the gateway asks about, as a request the
+// middleware can limit: the original method, path and host, the check's own
+// headers (the gateway forwards the original ones: the API key, the
+// username header, X-Forwarded-For), peer and body. denyStatus is the
+// status a denial is answered with.
+func originalRequest(r *http.Request) (orig *http.Request, denyStatus int, err error) {
+	fwdURI, err := oneOf(r.Header, ForwardedURI, OriginalURI)
+	if err != nil {
+		return nil, 0, err
+	}
+	method, target := r.Method, ""
+	denyStatus = http.StatusTooManyRequests
+	if fwdURI != "" {
+		// nginx and Traefik: the check's own query is the check's.
+		if denyStatus, err = parseDenyStatus(r.URL.Query()); err != nil {
+			return nil, 0, err
+		}
+		if method, err = single(r.Header, ForwardedMethod); err != nil {
+			return nil, 0, err
+		}
+		if method == "" {
+			return nil, 0, fmt.Errorf("%s names the original path but %s is missing: the gateway must send both", forwardedURIName(r.Header), ForwardedMethod)
+		}
+		if target, err = requestPath(fwdURI); err != nil {
+			return nil, 0, err
+		}
+	} else {
+		// Envoy's path_prefix: the original method, the original path after
+		// /v1/check; the query is the original request's, left alone.
+		rest, ok := strings.CutPrefix(r.URL.Path, Path)
+		if !ok || rest == "" {
+			return nil, 0, fmt.Errorf("the check names no original request: send %s and %s (or %s), or append the original path to %s",
+				ForwardedMethod, ForwardedURI, OriginalURI, Path)
+		}
+		if !strings.HasPrefix(rest, "/") {
+			return nil, 0, fmt.Errorf("the original path after %s must start with /", Path)
+		}
+		if target, err = cleanPath(rest); err != nil {
+			return nil, 0, err
+		}
+	}
+	if !isMethod(method) {
+		return nil, 0, fmt.Errorf("%q is not an HTTP method", truncate(method))
+	}
+	host := r.Host
+	if h, err := single(r.Header, ForwardedHost); err != nil {
+		return nil, 0, err
+	} else if h != "" {
+		host = h
+	}
+	orig = r.WithContext(r.Context())
+	orig.Method = method
+	orig.URL = &url.URL{Path: target}
+	orig.Host = host
+	orig.RequestURI = ""
+	return orig, denyStatus, nil
+}
+
+func forwardedURIName(h http.Header) string {
+	if h.Get(ForwardedURI) != "" {
+		return ForwardedURI
+	}
+	return OriginalURI
+}
+
+// oneOf returns the value of whichever of two headers is set. Both set to
+// different values is refused: a gateway sets one of them and passes the
+// other on from the client (Traefik forwards a client's X-Original-URI), so
+// a mismatch is a client naming another path to dodge its route's limit.
+func oneOf(h http.Header, a, b string) (string, error) {
+	va, err := single(h, a)
+	if err != nil {
+		return "", err
+	}
+	vb, err := single(h, b)
+	if err != nil {
+		return "", err
+	}
+	if va != "" && vb != "" && va != vb {
+		return "", fmt.Errorf("%s and %s name different paths", a, b)
+	}
+	if va != "" {
+		return va, nil
+	}
+	return vb, nil
+}
+
+// single is the one value of a header, "" when absent; several are refused.
+func single(h http.Header, name string) (string, error) {
+	vs := h.Values(name)
+	switch len(vs) {
+	case 0:
+		return "", nil
+	case 1:
+		return vs[0], nil
+	}
+	return "", fmt.Errorf("%s appears more than once", name)
+}
+
+func parseDenyStatus(q url.Values) (int, error) {
+	vs, ok := q["deny_status"]
+	if !ok {
+		return http.StatusTooManyRequests, nil
+	}
+	if len(vs) == 1 {
+		switch vs[0] {
+		case "429":
+			return http.StatusTooManyRequests, nil
+		case "403":
+			return http.StatusForbidden, nil
+		}
+	}
+	return 0, fmt.Errorf("deny_status must be 429 (the default) or 403, got %q", truncate(strings.Join(vs, ",")))
+}
+
+// requestPath is the path of a request-target as a gateway passes it
+// ($request_uri: "/a/b?q=1"; absolute form "http://host/a/b"),
+// percent-decoded and cleaned as the upstream's router will see it.
+func requestPath(uri string) (string, error) {
+	if len(uri) > MaxURIBytes {
+		return "", fmt.Errorf("the original URI is longer than %d bytes", MaxURIBytes)
+	}
+	raw := uri
+	if !strings.HasPrefix(raw, "/") {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return "", fmt.Errorf("the original URI %q is neither a path nor an http(s) URL", truncate(uri))
+		}
+		raw = u.EscapedPath()
+		if raw == "" {
+			raw = "/"
+		}
+	}
+	if i := strings.IndexAny(raw, "?#"); i >= 0 {
+		raw = raw[:i]
+	}
+	p, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", fmt.Errorf("the original path %q has a bad %%-escape", truncate(raw))
+	}
+	return cleanPath(p)
+}
+
+// cleanPath resolves dot segments and repeated slashes and keeps a trailing
+// slash, as Go's ServeMux does before routing: /api/../login is limited as
+// /login, the request the upstream serves. Control characters are refused.
+func cleanPath(p string) (string, error) {
+	if strings.ContainsFunc(p, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
+		return "", errors.New("control character in the original path")
+	}
+	np := path.Clean(p)
+	if strings.HasSuffix(p, "/") && np != "/" {
+		np += "/"
+	}
+	return np, nil
+}
+
+// isMethod reports an RFC 9110 token of at most 32 bytes.
+func isMethod(s string) bool { return len(s) <= 32 && isToken(s) }
+
+func isToken(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c))
+	})
+}
+
+// isGateway reports whether a peer address (host:port) is in gateways.
+func isGateway(remote string, gateways []netip.Prefix) bool {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().WithZone("").Unmap()
+	for _, p := range gateways {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func truncate(s string) string {
+	const max = 64
+	if len(s) > max {
+		return s[:max] + "…"
+	}
+	return s
+}
+
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(errorBody{Error: code, Message: message})
+}
+
+// bufferedWriter holds an answer back so that a denial can leave as 403,
+// its body copied into ErrorBodyHeader for nginx.
+type bufferedWriter struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedWriter) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
+
+func (b *bufferedWriter) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	return b.body.Write(p)
+}
+
+func (b *bufferedWriter) flush() {
+	status := b.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if status == http.StatusTooManyRequests {
+		status = http.StatusForbidden
+	}
+	if status >= 300 && b.body.Len() > 0 {
+		b.Header().Set(ErrorBodyHeader, strings.TrimSpace(b.body.String()))
+	}
+	b.Header().Set("Content-Length", strconv.Itoa(b.body.Len()))
+	b.ResponseWriter.WriteHeader(status)
+	b.ResponseWriter.Write(b.body.Bytes())
+}
+
+// RefuseAll answers every check with 403: the server mounts it at Path
+// while identity.trusted_proxies lists no gateway.
+func RefuseAll(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusForbidden, CodeUntrustedPeer,
+		"identity.trusted_proxies lists no gateway: /v1/check answers none until it does")
+}
+
+// refusalLog logs refused peers at most once a second, with the count in
+// between: a gateway missing from trusted_proxies shows in the log, and a
+// flood of forged checks does not flood it.
+type refusalLog struct {
+	logger *slog.Logger
+	last   atomic.Int64 // unix second of the last line
+	n      atomic.Int64
+}
+
+func (l *refusalLog) refused(door, peer string) {
+	l.n.Add(1)
+	now := time.Now().Unix()
+	if last := l.last.Load(); now > last && l.last.CompareAndSwap(last, now) {
+		l.logger.Warn("gateway check refused: the peer is not in identity.trusted_proxies", "door", door, "peer", peer, "refused", l.n.Swap(0))
+	}
+}
