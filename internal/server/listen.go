@@ -80,10 +80,10 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 		if ok {
 			return &countedConn{Conn: c, l: l, addr: addr}, nil
 		}
-		c.Close()
 		if l.onRefuse != nil {
-			l.onRefuse(addr)
+			l.onRefuse(addr) // counted before the client can see the close
 		}
+		c.Close()
 	}
 }
 
