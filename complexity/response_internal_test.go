@@ -180,3 +180,47 @@ func mustParseValid(t *testing.T, s *Schema, query string) *ast.QueryDocument {
 	}
 	return doc
 }
+
+// BenchmarkActualJSON prices a response of 300 objects; encoding/json's
+// decoding of the same data into maps (what ActualJSON did before) is the
+// reference.
+//
+//	go test -run='^$' -bench=ActualJSON -benchmem ./complexity/
+func BenchmarkActualJSON(b *testing.B) {
+	s, err := LoadSDL("shop.graphql", `
+type Query { items(first: Int): [Item!]! @listSize(slicingArguments: ["first"]) }
+type Item { id: ID! name: String! tags: [Tag!]! }
+type Tag { name: String! }`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc, errs := gqlparser.LoadQueryWithRules(s.AST(), `{ items(first: 100) { id name tags { name } } }`, nil)
+	if errs != nil {
+		b.Fatal(errs)
+	}
+	items := make([]string, 100)
+	for i := range items {
+		items[i] = fmt.Sprintf(`{"id":"item-%d","name":"Item number %d","tags":[{"name":"a"},{"name":"b"}]}`, i, i)
+	}
+	data := []byte(`{"items":[` + strings.Join(items, ",") + `]}`)
+	op := doc.Operations[0]
+	b.Run("ActualJSON", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.ActualJSON(op, nil, data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json-maps", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			var m map[string]any
+			if err := json.Unmarshal(data, &m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

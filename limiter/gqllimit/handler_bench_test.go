@@ -77,6 +77,8 @@ func memLimited(b *testing.B, srv *handler.Server) http.Handler {
 // BenchmarkHandler serves the 30-field query through the whole handler,
 // gqlgen alone and behind costgate (memstore): the difference is
 // costgate's part.
+//
+//	go test -run='^$' -bench=Handler -benchmem ./limiter/gqllimit/
 func BenchmarkHandler(b *testing.B) {
 	check30(b)
 	body, _ := json.Marshal(map[string]any{"query": query30, "variables": map[string]any{"first": 10}})
