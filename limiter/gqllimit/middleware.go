@@ -133,14 +133,16 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 	if rerr != nil {
 		return nil, r, nil, rerr // it did not parse: no extensions.cost
 	}
+	st := &state{lim: l, doc: doc, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug)}
+	st.op = &Operation{Method: r.Method, Query: query, OperationName: p.OperationName, Variables: p.Variables, Extensions: p.Extensions, Document: doc.doc, doc: doc}
 	id, r, err := l.cfg.Identity.Attach(r)
 	if err != nil {
 		l.cfg.Logger.Warn("costgate: API key lookup failed", "err", err)
-		return nil, r, nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeIdentityUnavailable,
+		l.prePrice(st, doc, p) // who pays is not known: there is no bucket to read
+		return st, r, nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeIdentityUnavailable,
 			Message: "the API key could not be checked; retry shortly", Extensions: map[string]any{"retryAfterSec": header.UnavailableRetryAfter}}
 	}
-	st := &state{lim: l, id: id, doc: doc, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug)}
-	st.op = &Operation{Method: r.Method, Query: query, OperationName: p.OperationName, Variables: p.Variables, Extensions: p.Extensions, Document: doc.doc, doc: doc}
+	st.id = id
 	if id.UnknownKey {
 		l.unknownKey(w, r, st)
 		return nil, r, nil, nil

@@ -2,9 +2,11 @@ package gqllimit_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 	"github.com/costgate/costgate/internal/gqltest"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
+	"github.com/costgate/costgate/limiter/identity"
 )
 
 // price is what the pricing says query costs, worked out apart from the
@@ -260,5 +263,32 @@ func TestValidationStatus(t *testing.T) {
 	r := e.raw(t, "POST", "/graphql", bytes.Clone(body), nil)
 	if r.Status != 400 || r.Code() != gqllimit.CodeValidationFailed {
 		t.Errorf("%d %s", r.Status, r.Body)
+	}
+}
+
+type failingLookup struct{}
+
+func (failingLookup) LookupAPIKey(context.Context, string) (identity.APIKey, bool, error) {
+	return identity.APIKey{}, false, errors.New("the key database is down")
+}
+
+// When the API key cannot be checked, nobody's bucket can be read: the 503
+// carries the price alone, and is counted.
+func TestIdentityUnavailableCarriesCost(t *testing.T) {
+	ids, err := identity.New(identity.Config{APIKeys: failingLookup{}, HashKey: []byte("gqllimit-test-hash-key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.Identity = ids }})
+	q := `{ products(first: 3) { nodes { id } } }`
+	r := e.post(t, q, nil, map[string]string{"X-API-Key": "some-key"})
+	if r.Status != http.StatusServiceUnavailable || r.Code() != gqllimit.CodeIdentityUnavailable {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	if c := r.Cost(t); c.RequestedQueryCost != price(t, q, nil) || c.ThrottleStatus != nil {
+		t.Errorf("extensions.cost %+v, want the price and no bucket", c)
+	}
+	if got := e.rejections.get(gqllimit.CodeIdentityUnavailable); got != 1 {
+		t.Errorf("counted %d, want 1", got)
 	}
 }
