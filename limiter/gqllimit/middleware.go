@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/costgate/costgate/complexity"
@@ -149,6 +150,11 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 	}
 	if doc.measureErr != nil {
 		return st, r, nil, reject(http.StatusBadRequest, CodeValidationFailed, "%v", doc.measureErr)
+	}
+	if op := doc.doc.Operations.ForName(p.OperationName); r.Method == http.MethodGet && op != nil && op.Operation != ast.Query {
+		// A mutation over GET could be triggered cross-site by a link or an
+		// image; gqlgen refuses it too, but only after it was charged.
+		return st, r, nil, reject(http.StatusMethodNotAllowed, CodeBadRequest, "%s operations must be sent with POST", op.Operation)
 	}
 	if e := l.shape(doc.limits); e != nil {
 		if l.cfg.Mode != Measure {

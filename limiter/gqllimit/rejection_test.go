@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -290,5 +291,23 @@ func TestIdentityUnavailableCarriesCost(t *testing.T) {
 	}
 	if got := e.rejections.get(gqllimit.CodeIdentityUnavailable); got != 1 {
 		t.Errorf("counted %d, want 1", got)
+	}
+}
+
+// A mutation over GET is refused before it is priced or charged (gqlgen
+// refuses it only after the charge, and nothing would refund it).
+func TestMutationOverGET(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	before := e.available(t)
+	q := `mutation { createReview(input: {productId: "p1", rating: 5, body: "x"}) { id } }`
+	r := e.raw(t, "GET", "/graphql?query="+url.QueryEscape(q), nil, nil)
+	if r.Status != http.StatusMethodNotAllowed || r.Code() != gqllimit.CodeBadRequest {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	if c := r.Cost(t); c.ThrottleStatus == nil || c.ThrottleStatus.CurrentlyAvailable != before {
+		t.Errorf("extensions.cost %+v, want the bucket untouched (%d)", c, before)
+	}
+	if e.available(t) != before || e.resolved.get("createReview") != 0 || e.rejections.get(gqllimit.CodeBadRequest) != 1 {
+		t.Errorf("charged %d, resolved %d times, counted %d", before-e.available(t), e.resolved.get("createReview"), e.rejections.get(gqllimit.CodeBadRequest))
 	}
 }

@@ -187,8 +187,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		gqllimit.WriteError(ctx, w, rejection(http.StatusBadRequest, gqllimit.CodeValidationFailed, fmt.Sprintf("no operation %q in the document", pr.OperationName)))
 		return
 	}
-	if pr.Method == http.MethodGet && op.Operation != ast.Query {
-		// A mutation over GET could be triggered cross-site by a link or an image.
+	if pr.Method == http.MethodGet && op.Operation != ast.Query { // the middleware refused it already
 		gqllimit.WriteError(ctx, w, rejection(http.StatusMethodNotAllowed, gqllimit.CodeBadRequest, fmt.Sprintf("%s operations must be sent with POST", op.Operation)))
 		return
 	}
