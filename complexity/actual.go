@@ -2,9 +2,7 @@ package complexity
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"reflect"
 
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -19,55 +17,83 @@ import (
 // data is the response's "data" member, decoded by encoding/json. op must come from a
 // validated document, as for [Schema.AnalyzeOperation]. A selection repeated in the
 // document is priced per occurrence, as the requested cost prices it, so the refund
-// max(0, requested − actual) is not inflated by it.
+// max(0, requested − actual) is not inflated by it. [Schema.ActualJSON] prices the JSON
+// itself, without decoding it into maps, and is the faster of the two.
 func (s *Schema) Actual(op *ast.OperationDefinition, variables map[string]any, data map[string]any) (int64, error) {
-	if op == nil {
-		return 0, fmt.Errorf("complexity: %w: nil operation", ErrUnknownOperation)
+	root, err := s.actualRoot(op)
+	if err != nil || data == nil {
+		return 0, err
 	}
-	root := s.rootType(op.Operation)
-	if root == nil {
-		return 0, fmt.Errorf("complexity: the schema has no %s type", op.Operation)
+	r := getResponse()
+	defer putResponse(r)
+	n, err := r.fromValue(data, 0)
+	if err != nil {
+		return 0, fmt.Errorf("complexity: response data: %w", err)
 	}
-	if data == nil {
-		return 0, nil
-	}
-	w := actualWalker{inputs: inputs{s: s, op: op, vars: variables}}
-	cost := w.set(op.SelectionSet, root, data, true)
-	return cost, w.err
+	return s.actual(op, root, variables, r, n)
 }
 
 // ActualJSON is [Schema.Actual] for the raw JSON of the response's "data" member (gqlgen's
-// graphql.Response.Data).
+// graphql.Response.Data). It reads the JSON into a few slices reused from call to call,
+// so that pricing a response allocates next to nothing whatever its size.
 func (s *Schema) ActualJSON(op *ast.OperationDefinition, variables map[string]any, data []byte) (int64, error) {
+	root, err := s.actualRoot(op)
+	if err != nil {
+		return 0, err
+	}
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || bytes.Equal(data, []byte("null")) {
-		return s.Actual(op, variables, nil)
+		return 0, nil
 	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
+	r := getResponse()
+	defer putResponse(r)
+	n, err := r.parse(data)
+	if err != nil {
 		return 0, fmt.Errorf("complexity: response data: %w", err)
 	}
-	return s.Actual(op, variables, m)
+	if r.nodes[n].kind != rObject {
+		return 0, fmt.Errorf("complexity: response data: not an object")
+	}
+	return s.actual(op, root, variables, r, n)
+}
+
+func (s *Schema) actualRoot(op *ast.OperationDefinition) (*typeInfo, error) {
+	if op == nil {
+		return nil, fmt.Errorf("complexity: %w: nil operation", ErrUnknownOperation)
+	}
+	root := s.rootType(op.Operation)
+	if root == nil {
+		return nil, fmt.Errorf("complexity: the schema has no %s type", op.Operation)
+	}
+	return root, nil
+}
+
+func (s *Schema) actual(op *ast.OperationDefinition, root *typeInfo, variables map[string]any, r *response, data int32) (int64, error) {
+	w := actualWalker{inputs: inputs{s: s, op: op, vars: variables}, r: r}
+	cost := w.set(op.SelectionSet, root, data, true)
+	return cost, w.err
 }
 
 type actualKey struct {
 	fragment *ast.FragmentDefinition // a fragment priced on one response object ...
 	field    *ast.Field              // ... or an abstract item without __typename, for obj
 	obj      *typeInfo
-	data     uintptr // the response object, by identity
+	data     int32 // the response object, by node
 	root     bool
 }
 
 type actualWalker struct {
 	inputs
+	r     *response
 	frags fragments
 	memo  map[actualKey]int64
 	busy  map[actualKey]bool
 	err   error
 }
 
-// set prices the selections of set that apply to obj on the response object data.
-func (w *actualWalker) set(set ast.SelectionSet, obj *typeInfo, data map[string]any, root bool) int64 {
+// set prices the selections of set that apply to obj on the response object data (a
+// node of w.r).
+func (w *actualWalker) set(set ast.SelectionSet, obj *typeInfo, data int32, root bool) int64 {
 	var total int64
 	for _, sel := range set {
 		if w.err != nil {
@@ -78,7 +104,7 @@ func (w *actualWalker) set(set ast.SelectionSet, obj *typeInfo, data map[string]
 			if !w.included(sel.Directives) {
 				continue
 			}
-			if v, ok := data[responseKey(sel)]; ok {
+			if v, ok := w.r.get(data, responseKey(sel)); ok {
 				total = add(total, w.field(sel, obj, v, root))
 			}
 		case *ast.InlineFragment:
@@ -95,7 +121,7 @@ func (w *actualWalker) set(set ast.SelectionSet, obj *typeInfo, data map[string]
 				return 0
 			}
 			if obj.satisfies(def.TypeCondition) {
-				key := actualKey{fragment: def, obj: obj, data: identity(data), root: root}
+				key := actualKey{fragment: def, obj: obj, data: data, root: root}
 				total = add(total, w.memoized(key, func() int64 {
 					return w.set(def.SelectionSet, obj, data, root)
 				}))
@@ -125,16 +151,12 @@ func (w *actualWalker) memoized(key actualKey, price func() int64) int64 {
 	return c
 }
 
-func identity(m map[string]any) uintptr {
-	return reflect.ValueOf(m).Pointer()
-}
-
-func (w *actualWalker) field(f *ast.Field, obj *typeInfo, v any, root bool) int64 {
+func (w *actualWalker) field(f *ast.Field, obj *typeInfo, v int32, root bool) int64 {
 	switch f.Name {
 	case "__typename":
 		return 0
 	case "__schema", "__type":
-		if v == nil {
+		if w.r.nodes[v].kind == rNull {
 			return 0
 		}
 		return w.s.cfg.introspectionCost
@@ -148,47 +170,49 @@ func (w *actualWalker) field(f *ast.Field, obj *typeInfo, v any, root bool) int6
 	if fi.argCost {
 		total = w.argCost(f, fi)
 	}
-	w.items(v, fi.listDepth, func(item any) {
-		total = add(total, w.item(f, fi, obj, item, root))
-	})
-	return total
+	return add(total, w.items(f, fi, obj, v, fi.listDepth, root))
 }
 
-// items calls fn for each non-null item of v, a value of a type with depth list levels.
-// A value that is not the list the schema promises counts as one item.
-func (w *actualWalker) items(v any, depth int, fn func(any)) {
-	if v == nil {
-		return
-	}
-	if list, ok := v.([]any); ok && depth > 0 {
-		for _, x := range list {
-			w.items(x, depth-1, fn)
+// items prices each non-null item of v, a value of a type with depth list levels. A
+// value that is not the list the schema promises counts as one item.
+func (w *actualWalker) items(f *ast.Field, fi *fieldInfo, obj *typeInfo, v int32, depth int, root bool) int64 {
+	switch w.r.nodes[v].kind {
+	case rNull:
+		return 0
+	case rArray:
+		if depth > 0 {
+			var total int64
+			for _, m := range w.r.items(v) {
+				total = add(total, w.items(f, fi, obj, m.node, depth-1, root))
+			}
+			return total
 		}
-		return
 	}
-	fn(v)
+	return w.item(f, fi, obj, v, root)
 }
 
 // item is the per-item term w + Σ cost(children) for one returned item.
-func (w *actualWalker) item(f *ast.Field, fi *fieldInfo, parent *typeInfo, v any, root bool) int64 {
-	m, _ := v.(map[string]any)
+func (w *actualWalker) item(f *ast.Field, fi *fieldInfo, parent *typeInfo, v int32, root bool) int64 {
+	object := w.r.nodes[v].kind == rObject
 	switch fi.typ.kind {
 	case ast.Object:
 		weight := w.s.weight(fi, fi.typ, nil, parent, root)
-		if m == nil {
+		if !object {
 			return weight
 		}
-		return add(weight, w.set(f.SelectionSet, fi.typ, m, false))
+		return add(weight, w.set(f.SelectionSet, fi.typ, v, false))
 	case ast.Interface, ast.Union:
-		if o := w.concreteType(fi.typ, f.SelectionSet, m); o != nil {
-			return add(w.s.weight(fi, o, fi.typ, parent, root), w.set(f.SelectionSet, o, m, false))
+		if object {
+			if o := w.concreteType(fi.typ, f.SelectionSet, v); o != nil {
+				return add(w.s.weight(fi, o, fi.typ, parent, root), w.set(f.SelectionSet, o, v, false))
+			}
 		}
 		best := w.s.weight(fi, fi.typ, nil, parent, root)
 		for i, o := range fi.typ.possible {
 			c := w.s.weight(fi, o, fi.typ, parent, root)
-			if m != nil {
-				key := actualKey{field: f, obj: o, data: identity(m)}
-				c = add(c, w.memoized(key, func() int64 { return w.set(f.SelectionSet, o, m, false) }))
+			if object {
+				key := actualKey{field: f, obj: o, data: v}
+				c = add(c, w.memoized(key, func() int64 { return w.set(f.SelectionSet, o, v, false) }))
 			}
 			if i == 0 || c > best {
 				best = c
@@ -201,15 +225,12 @@ func (w *actualWalker) item(f *ast.Field, fi *fieldInfo, parent *typeInfo, v any
 
 // concreteType reads the item's __typename, under its own key or an alias selected
 // directly in set.
-func (w *actualWalker) concreteType(abstract *typeInfo, set ast.SelectionSet, m map[string]any) *typeInfo {
-	if m == nil {
-		return nil
-	}
-	name, ok := m["__typename"].(string)
+func (w *actualWalker) concreteType(abstract *typeInfo, set ast.SelectionSet, obj int32) *typeInfo {
+	name, ok := w.typename(obj, "__typename")
 	if !ok {
 		for _, sel := range set {
 			if f, isField := sel.(*ast.Field); isField && f.Name == "__typename" {
-				if name, ok = m[responseKey(f)].(string); ok {
+				if name, ok = w.typename(obj, responseKey(f)); ok {
 					break
 				}
 			}
@@ -218,9 +239,17 @@ func (w *actualWalker) concreteType(abstract *typeInfo, set ast.SelectionSet, m 
 	if !ok {
 		return nil
 	}
-	o := w.s.types[name]
+	o := w.s.types[string(name)]
 	if o == nil || !o.memberOf[abstract.name] {
 		return nil
 	}
 	return o
+}
+
+func (w *actualWalker) typename(obj int32, key string) ([]byte, bool) {
+	n, ok := w.r.get(obj, key)
+	if !ok {
+		return nil, false
+	}
+	return w.r.text(n)
 }

@@ -74,6 +74,7 @@ graphql:
   max_body_bytes: 1048576
   refund: true
   input_object_cost: 0  # weight of each input object value in the arguments (Apollo and IBM count 1)
+  persisted_queries: true # Automatic Persisted Queries: clients may send a registered query's sha256 alone
 # cors: {allowed_origins: []}   # browser clients; rate-limit headers are exposed to them
 `
 
@@ -233,6 +234,9 @@ type GraphQLConfig struct {
 	MaxBodyBytes      int64  `yaml:"max_body_bytes"`
 	Refund            bool   `yaml:"refund"`
 	InputObjectCost   int64  `yaml:"input_object_cost"`
+	// PersistedQueries serves Automatic Persisted Queries (Apollo's
+	// extensions.persistedQuery protocol), embedded and in proxy mode.
+	PersistedQueries bool `yaml:"persisted_queries"`
 }
 
 // GatewayConfig configures /v1/check.
@@ -449,6 +453,7 @@ func defaults() *Config {
 			MaxTokens:         gqllimit.DefaultMaxTokens,
 			MaxBodyBytes:      gqllimit.DefaultMaxBodyBytes,
 			Refund:            true,
+			PersistedQueries:  true,
 		},
 	}
 }

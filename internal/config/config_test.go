@@ -74,7 +74,7 @@ func TestDemoConfig(t *testing.T) {
 	wantGraphQL := GraphQLConfig{
 		Path: "/graphql", Policy: "graphql", Mode: "enforce", MaxCost: 1000, DefaultListSize: 10,
 		MutationCost: 10, Introspection: true, IntrospectionCost: 1, MaxDepth: 15, MaxAliases: 30,
-		MaxFields: 1000, MaxTokens: 15000, MaxBodyBytes: 1048576, Refund: true,
+		MaxFields: 1000, MaxTokens: 15000, MaxBodyBytes: 1048576, Refund: true, PersistedQueries: true,
 	}
 	if got := c.GraphQL; got != wantGraphQL {
 		t.Errorf("graphql = %+v, want %+v", got, wantGraphQL)
@@ -557,6 +557,14 @@ func TestParseConfigAccepts(t *testing.T) {
 		{"method route after a method-less one elsewhere", apiPolicy + noGraphQL + "routes:\n  - {match: /api/a, policies: [api]}\n  - match: GET /api/*\n  - match: /api/*\n", nil},
 		{"unix socket redis", "identity: {hash_key: 0123456789abcdef}\nstore: {redis: {url: \"unix:///run/redis.sock\"}}\n" + noGraphQL, nil},
 		{"header and app key parts", "policies:\n  org: {algorithm: token_bucket, limit: 5, period: 1s, key: [\"header:X-Org-Id\", route]}\n" + noGraphQL, nil},
+		{"persisted queries on unless turned off", gqlPolicy + "graphql: {persisted_queries: false}\n", func(t *testing.T, c *Config) {
+			if c.GraphQL.PersistedQueries {
+				t.Errorf("graphql.persisted_queries = true, want false")
+			}
+			if d, err := Parse("ok.yaml", []byte(gqlPolicy)); err != nil || !d.GraphQL.PersistedQueries {
+				t.Errorf("without the key: persisted_queries = %v (%v), want true", d != nil && d.GraphQL.PersistedQueries, err)
+			}
+		}},
 		{"integers in other notations", gqlPolicy + "store: {gateways: 0x2}\ngraphql: {max_body_bytes: 1_000_000}\n", func(t *testing.T, c *Config) {
 			if c.Store.Gateways != 2 || c.GraphQL.MaxBodyBytes != 1000000 {
 				t.Errorf("gateways, max_body_bytes = %d, %d, want 2, 1000000", c.Store.Gateways, c.GraphQL.MaxBodyBytes)

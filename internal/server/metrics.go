@@ -17,6 +17,7 @@ type metrics struct {
 	checkDuration *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec
 	graphqlCost   *prometheus.HistogramVec
+	rejections    *prometheus.CounterVec
 	evictions     prometheus.Counter
 }
 
@@ -41,12 +42,16 @@ func newMetrics() *metrics {
 			Help:    "GraphQL operation cost, requested (priced from the schema) and actual (from the response).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
 		}, []string{"kind"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "costgate_graphql_rejections_total",
+			Help: "GraphQL operations refused before they ran, by code (errors[0].extensions.code); in measure mode also those enforcement would have refused.",
+		}, []string{"code"}),
 		evictions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "costgate_memstore_evictions_total",
 			Help: "Keys the in-memory store evicted at its key cap (the key closest to full each time).",
 		}),
 	}
-	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.evictions,
+	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.rejections, m.evictions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -13,19 +13,15 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/graph"
-	"github.com/costgate/costgate/graph/model"
 	"github.com/costgate/costgate/internal/check"
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/internal/demo"
@@ -247,7 +243,13 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 		ComplexityOptions: cfg.ComplexityOptions(),
 		Limits:            cfg.GraphQLLimits(),
 		OnCost:            func(kind string, cost int64) { s.metrics.graphqlCost.WithLabelValues(kind).Observe(float64(cost)) },
+		OnRejection:       func(code string) { s.metrics.rejections.WithLabelValues(code).Inc() },
 		Logger:            s.logger,
+	}
+	if cfg.GraphQL.PersistedQueries {
+		// Embedded, gl.Handler also installs gqlgen's AutomaticPersistedQuery
+		// over this cache; in proxy mode gqllimit's middleware serves it.
+		gcfg.PersistedQueries = gqllimit.NewPersistedQueryCache(gqllimit.DefaultCacheEntries, gqllimit.DefaultCacheBytes)
 	}
 	if cfg.ProxyMode() {
 		sdl, err := os.ReadFile(cfg.GraphQL.Schema)
@@ -267,30 +269,16 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 	if err != nil {
 		return nil, err
 	}
-	resolver := &graph.Resolver{Shop: graph.NewShop(), RateLimitInfo: rateLimitInfo}
+	resolver := &graph.Resolver{Shop: graph.NewShop(), RateLimitInfo: graph.CostgateRateLimit}
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: resolver}))
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	// Parsed and validated documents, bounded by their estimated memory.
+	srv.SetQueryCache(gqllimit.NewQueryCache(gqllimit.DefaultCacheEntries, gqllimit.DefaultCacheBytes))
 	if cfg.GraphQL.Introspection {
 		srv.Use(extension.Introspection{})
 	}
 	return gl.Handler(srv), nil
-}
-
-// rateLimitInfo feeds the example API's rateLimit field, GitHub's shape.
-func rateLimitInfo(ctx context.Context) (model.RateLimit, bool) {
-	st := gqllimit.GetStats(ctx)
-	if st == nil {
-		return model.RateLimit{}, false
-	}
-	return model.RateLimit{
-		Cost:      int(st.Requested),
-		Limit:     int(st.Limit),
-		Remaining: int(st.Remaining),
-		ResetAt:   st.ResetAt.UTC().Format(time.RFC3339),
-		Used:      int(st.Limit - st.Remaining),
-	}, true
 }
 
 // readyz is 200 once serving; the body reports the store. A store outage

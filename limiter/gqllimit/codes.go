@@ -23,6 +23,11 @@ const (
 	CodeIntrospectionDisabled   = "INTROSPECTION_DISABLED"
 	CodeIdentityUnavailable     = "IDENTITY_UNAVAILABLE"
 	CodeInternal                = "INTERNAL"
+
+	// Automatic Persisted Queries, with the messages Apollo's clients look for.
+	CodePersistedQueryNotFound     = "PERSISTED_QUERY_NOT_FOUND"     // 200: send the query with its hash
+	CodePersistedQueryNotSupported = "PERSISTED_QUERY_NOT_SUPPORTED" // no cache configured
+	CodePersistedQueryHashMismatch = "PERSISTED_QUERY_HASH_MISMATCH" // 400: the hash is not the query's
 )
 
 // Request headers.

@@ -34,9 +34,30 @@
 // errors; rejections before execution charge nothing and carry their code
 // (MAX_COST_EXCEEDED, COST_EXCEEDS_CAPACITY, SLICING_ARGUMENT_REQUIRED,
 // MAX_DEPTH_EXCEEDED, MAX_ALIASES_EXCEEDED, MAX_FIELDS_EXCEEDED,
-// MAX_TOKENS_EXCEEDED, BODY_TOO_LARGE, BATCH_NOT_SUPPORTED). The
-// Costgate-Dry-Run header prices without charging or executing;
-// Costgate-Cost-Debug adds the per-field breakdown; [Measure] mode enforces
-// nothing and reports what enforcement would do. Resolvers read the
+// MAX_TOKENS_EXCEEDED, BODY_TOO_LARGE, BATCH_NOT_SUPPORTED,
+// GRAPHQL_VALIDATION_FAILED, INTROSPECTION_DISABLED, ...). Every answer to a
+// document that parsed carries extensions.cost, rejections included: the
+// caller's bucket in throttleStatus (read without charging when nothing was
+// charged) and requestedQueryCost once the operation was priced. Operations
+// turned away before validation (depth, aliases, fields) are priced from the
+// document as it stands when the pricing can read it; validation failures
+// are not priced. Each rejection is reported to [Config.OnRejection], in
+// [Measure] mode also the ones enforcement would have made.
+//
+// The Costgate-Dry-Run header prices without charging or executing and
+// answers data null; a root rateLimit(dryRun: true) field (GitHub's) does the
+// same but answers data.rateLimit, the other root fields left out;
+// Costgate-Cost-Debug adds the per-field breakdown. Resolvers read the
 // operation's cost with [GetStats].
+//
+// # Repeated operations
+//
+// The middleware keeps documents parsed and measured, keyed by their text
+// and operation name, and their prices keyed by the values of the variables
+// the price depends on (complexity.Schema.CostVariables): an operation sent
+// again is not parsed, measured or priced again unless those values change
+// ([Config.DocumentCache]). With [Config.PersistedQueries] it serves
+// Automatic Persisted Queries: a query sent by its hash is the same document
+// as its text, at the same price and under the same limits.
+// [NewQueryCache] bounds gqlgen's own query cache by memory as well.
 package gqllimit

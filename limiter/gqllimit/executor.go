@@ -17,7 +17,26 @@ type Operation struct {
 	OperationName string
 	Variables     map[string]any
 	Extensions    json.RawMessage
-	Document      *ast.QueryDocument
+	// Document is the parsed document, shared with every request that sends
+	// the same text: read it, never change it (validate a copy of your own,
+	// kept with Derived).
+	Document *ast.QueryDocument
+
+	doc *document
+}
+
+// Derived returns what build returns for this operation's document: built
+// by the first request that sends this text and operation name, and kept
+// with the document in the middleware's cache for the requests that send it
+// again (built each time when the document is not cached). An executor
+// keeps there what it works out from the document alone, read-only once
+// built: gqlproxy keeps its validated copy and the query it forwards.
+func (o *Operation) Derived(build func() any) any {
+	if o.doc == nil {
+		return build()
+	}
+	o.doc.derivedOnce.Do(func() { o.doc.derived = build() })
+	return o.doc.derived
 }
 
 // OperationFrom returns the operation of the request ctx belongs to, as the
@@ -54,17 +73,35 @@ func (l *Limiter) Finish(ctx context.Context, op *ast.OperationDefinition, vars 
 	}
 }
 
-// CostOf returns extensions.cost of the operation ctx belongs to, or nil
-// before it was priced.
+// CostOf returns extensions.cost of the operation ctx belongs to, with what
+// is known (requestedQueryCost once priced), or nil outside the middleware.
 func CostOf(ctx context.Context) *Cost {
-	if st := stateFrom(ctx); st != nil && st.priced {
+	if st := stateFrom(ctx); st != nil && st.op != nil {
 		return st.stats.cost()
 	}
 	return nil
 }
 
-// WriteError answers with a GraphQL error response: status e.Status,
-// extensions.cost once the operation was priced.
+// Reject records that the operation ctx belongs to was refused with code and
+// status before it ran, for an executor that writes the answer itself
+// (gqlproxy, for the list of validation errors): it is counted
+// (Config.OnRejection), the middleware answers with status, and CostOf then
+// holds the caller's bucket. WriteError does the same for one error.
+func Reject(ctx context.Context, status int, code string) {
+	if st := stateFrom(ctx); st != nil && !st.admitted {
+		st.lim.rejected(ctx, st, &Error{Status: status, Code: code})
+	}
+}
+
+// WriteError answers with a GraphQL error response, status e.Status, and
+// extensions.cost once the document parsed. An error for an operation that
+// was not admitted (Admit did not return nil) is a rejection: it is counted
+// (Config.OnRejection) and the answer reads the caller's bucket for
+// throttleStatus. After Admit let it run, it is not (an upstream failure).
 func WriteError(ctx context.Context, w http.ResponseWriter, e *Error) {
-	writeError(w, e, stateFrom(ctx))
+	st := stateFrom(ctx)
+	if st != nil && !st.admitted {
+		st.lim.rejected(ctx, st, e)
+	}
+	writeError(w, e, st)
 }

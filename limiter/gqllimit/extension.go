@@ -52,7 +52,12 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 		return gqlerror.Errorf("costgate: the GraphQL handler must be wrapped in gqllimit's Middleware")
 	}
 	rerr := e.l.admit(ctx, st, rc.Operation, rc.Variables)
-	if rerr == nil {
+	switch {
+	case rerr == nil:
+		return nil
+	case rerr == ErrDryRun && st.dryRunData:
+		// rateLimit(dryRun: true): run that field alone, which reads GetStats.
+		rc.Operation = dryRunOperation(rc.Operation, rc.Variables)
 		return nil
 	}
 	return rerr.gqlError()
@@ -61,15 +66,33 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 	resp := next(ctx)
 	st := stateFrom(ctx)
-	if resp == nil || st == nil || !st.priced {
+	if resp == nil || st == nil || st.op == nil {
 		return resp
 	}
-	if st.dryRun {
+	switch {
+	case st.stats.DryRun && !st.dryRunData: // answered as a dry run: extensions.cost alone
 		resp.Errors, resp.Data = nil, json.RawMessage("null")
-	} else if st.status == 0 || st.status == http.StatusOK {
+	case st.stats.DryRun: // rateLimit(dryRun: true) alone ran
+	case st.admitted:
 		if rc := graphql.GetOperationContext(ctx); rc != nil && rc.Operation != nil {
 			e.l.finish(ctx, st, rc.Operation, rc.Variables, resp.Data)
 		}
+	case !st.rejected:
+		// gqlgen refused the operation before costgate priced it: a
+		// validation error, variables that do not coerce, an unknown
+		// persisted query. Answered 400 (gqlgen's own is 422) with what is
+		// known of the cost.
+		code := CodeBadRequest
+		if len(resp.Errors) > 0 {
+			if c, ok := resp.Errors[0].Extensions["code"].(string); ok && c != "" {
+				code = c
+			}
+		}
+		status := http.StatusBadRequest
+		if code == CodePersistedQueryNotFound {
+			status = http.StatusOK
+		}
+		e.l.rejected(ctx, st, &Error{Status: status, Code: code})
 	}
 	if len(resp.Data) == 0 {
 		resp.Data = json.RawMessage("null")

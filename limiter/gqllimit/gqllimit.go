@@ -11,7 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
+	gqlextension "github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/costgate/costgate/complexity"
@@ -63,6 +65,29 @@ type Config struct {
 	// OnCost, when set, is called with the requested and (once known) the
 	// actual cost of every priced operation, for metrics.
 	OnCost func(kind string, cost int64)
+	// OnRejection, when set, is called once for each operation costgate or
+	// gqlgen refused to run, with its code (errors[0].extensions.code), for
+	// metrics. In Measure mode it is also called, once per operation, with
+	// the code enforcement would have answered (cost, depth, aliases, fields,
+	// throttling), though the operation runs.
+	OnRejection func(code string)
+	// PersistedQueries turns on Automatic Persisted Queries (Apollo's
+	// extensions.persistedQuery protocol): a query sent with its sha256Hash
+	// is registered once its hash checks out, and later requests may send
+	// the hash alone. Embedded, [Limiter.Handler] installs gqlgen's
+	// extension.AutomaticPersistedQuery over the same cache (install it
+	// yourself over this cache if you use Middleware and Extension apart);
+	// in proxy mode the middleware alone serves the protocol. Nil: a request
+	// with a hash alone is answered PERSISTED_QUERY_NOT_SUPPORTED.
+	// NewPersistedQueryCache makes one bounded in memory.
+	PersistedQueries graphql.Cache[string]
+	// DocumentCache is how many documents the middleware keeps parsed,
+	// measured and priced, keyed by their text and operation name (default
+	// DefaultCacheEntries, within DefaultCacheBytes of estimated memory;
+	// negative: none). A document sent again, in full or by its persisted
+	// hash, is not parsed, measured or priced again unless the variables its
+	// price depends on (complexity.Schema.CostVariables) take new values.
+	DocumentCache int
 	// Clock is the time for resetAt and X-RateLimit-Reset (default time.Now).
 	Clock  func() time.Time
 	Logger *slog.Logger // default slog.Default()
@@ -82,8 +107,10 @@ type Limits struct {
 	// NoRefund keeps what was charged even when the operation returned less
 	// than it asked for (by default requested − actual is refunded).
 	NoRefund bool
-	// NoIntrospection makes the proxy refuse __schema and __type (embedded,
-	// gqlgen's own Introspection extension decides).
+	// NoIntrospection refuses operations that select __schema or __type,
+	// after pricing and before any charge: INTROSPECTION_DISABLED (400),
+	// embedded and in proxy mode. (Embedded, gqlgen answers introspection
+	// only with its Introspection extension installed.)
 	NoIntrospection bool
 }
 
@@ -158,8 +185,9 @@ type Limiter struct {
 	cfg       Config
 	mu        sync.RWMutex
 	schema    *complexity.Schema
-	installed atomic.Bool // the extension was added to a gqlgen server
-	executor  atomic.Bool // a handler of costgate's own (gqlproxy) admits operations
+	docs      *lru[docKey, *document] // nil: no document cache
+	installed atomic.Bool             // the extension was added to a gqlgen server
+	executor  atomic.Bool             // a handler of costgate's own (gqlproxy) admits operations
 }
 
 // New checks cfg and returns a Limiter.
@@ -191,12 +219,19 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Limiter{cfg: cfg, schema: cfg.Schema}, nil
+	l := &Limiter{cfg: cfg, schema: cfg.Schema}
+	if cfg.DocumentCache >= 0 {
+		l.docs = newLRU[docKey, *document](orDefault(cfg.DocumentCache, DefaultCacheEntries), DefaultCacheBytes)
+	}
+	return l, nil
 }
 
 // Handler installs the extension in srv and returns srv wrapped in the
 // middleware: the whole cost limit, nothing to forget.
 func (l *Limiter) Handler(srv *handler.Server) http.Handler {
+	if l.cfg.PersistedQueries != nil {
+		srv.Use(gqlextension.AutomaticPersistedQuery{Cache: l.cfg.PersistedQueries})
+	}
 	srv.Use(l.Extension())
 	return l.Middleware(srv)
 }
@@ -217,17 +252,23 @@ func (l *Limiter) pricing() *complexity.Schema {
 // state is one request's limiting state, shared by the middleware and the
 // extension through the request context.
 type state struct {
-	op      *Operation // the request as the middleware read it
-	id      *identity.Identity
-	dryRun  bool
-	debug   bool
-	priced  bool
-	stats   Stats
-	charged limiter.Decision // the charge, for the refund and the headers
-	status  int              // the HTTP status the middleware must answer with
-	headers bool             // rate-limit headers to write
-	policy  *limiter.Policy  // the caller's bucket: Config.Policy scaled by plan
-	key     string           // and its store key, resolved once per request
+	lim        *Limiter
+	op         *Operation // the request as the middleware read it; nil until its document parsed
+	doc        *document  // and its document, cached or not
+	id         *identity.Identity
+	dryRun     bool // asked for a dry run: the header, or rateLimit(dryRun: true); stats.DryRun once answered as one
+	dryRunData bool // rateLimit(dryRun: true) without the header: data.rateLimit is answered
+	debug      bool
+	priced     bool
+	admitted   bool   // admitted to run: an error after this is not a rejection
+	rejected   bool   // the rejection was recorded
+	wouldBe    string // Measure mode: the first rejection enforcement would have answered
+	stats      Stats
+	decision   limiter.Decision // the charge (or, when nothing was charged, a peek), for the refund and the headers
+	status     int              // the HTTP status the middleware must answer with
+	headers    bool             // rate-limit headers to write
+	policy     *limiter.Policy  // the caller's bucket: Config.Policy scaled by plan
+	key        string           // and its store key, resolved once per request
 }
 
 // bucket returns the caller's policy and store key, resolving them (plan
@@ -271,11 +312,14 @@ func reject(status int, code, format string, args ...any) *Error {
 var ErrDryRun = &Error{Status: http.StatusOK, Code: "COSTGATE_DRY_RUN", Message: "dry run: priced, nothing executed"}
 
 // admit prices a validated operation and charges it. It returns nil when
-// the operation may run, ErrDryRun for a dry run, or the rejection.
+// the operation may run, ErrDryRun for a dry run, or the rejection (recorded).
 func (l *Limiter) admit(ctx context.Context, st *state, op *ast.OperationDefinition, vars map[string]any) *Error {
 	rerr := l.price(ctx, st, op, vars)
-	if rerr != nil && rerr != ErrDryRun {
-		st.status = rerr.Status
+	switch {
+	case rerr == nil:
+		st.admitted = true
+	case rerr != ErrDryRun:
+		l.rejected(ctx, st, rerr)
 	}
 	return rerr
 }
@@ -283,13 +327,9 @@ func (l *Limiter) admit(ctx context.Context, st *state, op *ast.OperationDefinit
 func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinition, vars map[string]any) *Error {
 	schema := l.pricing()
 	if schema == nil {
-		return reject(http.StatusInternalServerError, "INTERNAL", "costgate: no schema to price operations with")
+		return reject(http.StatusInternalServerError, CodeInternal, "costgate: no schema to price operations with")
 	}
-	var opts []complexity.AnalyzeOption
-	if st.debug {
-		opts = append(opts, complexity.WithBreakdown())
-	}
-	res, err := schema.AnalyzeOperation(op, vars, opts...)
+	cost, fields, err := l.analyze(st, schema, op, vars)
 	if err != nil {
 		var oe *complexity.OperationError
 		if errors.As(err, &oe) {
@@ -299,12 +339,16 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 	}
 	measure := l.cfg.Mode == Measure
 	st.priced = true
-	st.stats.Requested = max(res.Cost, 1)
-	st.stats.Fields = res.Breakdown
+	st.stats.Requested = max(cost, 1)
+	st.stats.Fields = fields
 	if l.cfg.OnCost != nil {
 		l.cfg.OnCost("requested", st.stats.Requested)
 	}
+	if l.cfg.NoIntrospection && introspects(op, vars) {
+		return reject(http.StatusBadRequest, CodeIntrospectionDisabled, "introspection is disabled")
+	}
 	if isDryRunField(op, vars) {
+		st.dryRunData = !st.dryRun // the header asks for nothing but extensions.cost
 		st.dryRun = true
 	}
 
@@ -313,17 +357,17 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 	st.stats.RestoreRate = restoreRate(p)
 	if st.dryRun {
 		st.stats.DryRun = true
-		if d, err := l.cfg.Limiter.Peek(ctx, p, key); err == nil {
-			st.stats.HasBucket = true
-			st.stats.Remaining = d.Remaining
-			st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
-		}
+		l.peek(ctx, st)
 		return ErrDryRun
 	}
-	if !measure && st.stats.Requested > l.cfg.MaxCost {
-		return &Error{Status: http.StatusBadRequest, Code: CodeMaxCostExceeded,
+	if st.stats.Requested > l.cfg.MaxCost {
+		e := &Error{Status: http.StatusBadRequest, Code: CodeMaxCostExceeded,
 			Message:    fmt.Sprintf("the operation costs %d, more than the maximum of %d", st.stats.Requested, l.cfg.MaxCost),
 			Extensions: map[string]any{"cost": st.stats.Requested, "maxCost": l.cfg.MaxCost}}
+		if !measure {
+			return e
+		}
+		l.wouldReject(st, e)
 	}
 	if measure {
 		shadow := *p
@@ -334,23 +378,101 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 	st.stats.HasBucket = d.Err == nil || d.Outcome == limiter.ErrorLocal
 	st.stats.Remaining = d.Remaining
 	st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
-	st.charged = d
+	st.decision = d
 	st.headers = p.EffectiveMode() != limiter.Shadow
+	exceeds := func() *Error {
+		return &Error{Status: http.StatusBadRequest, Code: CodeCostExceedsCapacity,
+			Message:    fmt.Sprintf("the operation costs %d, more than your bucket can ever hold (%d); retrying will not help", st.stats.Requested, d.Limit),
+			Extensions: map[string]any{"cost": st.stats.Requested, "maximumAvailable": d.Limit}}
+	}
+	throttled := func() *Error {
+		return &Error{Status: http.StatusTooManyRequests, Code: CodeThrottled, Message: "Throttled",
+			Extensions: map[string]any{"retryAfterSec": header.RetryAfterSeconds(d)}}
+	}
 	switch {
 	case d.Outcome == limiter.ErrorDenied:
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeLimiterUnavailable,
 			Message:    "the rate limiter cannot reach its store, and GraphQL fails closed; retry shortly",
 			Extensions: map[string]any{"retryAfterSec": header.UnavailableRetryAfter}}
 	case d.ExceedsCapacity && d.Outcome == limiter.Denied:
-		return &Error{Status: http.StatusBadRequest, Code: CodeCostExceedsCapacity,
-			Message:    fmt.Sprintf("the operation costs %d, more than your bucket can ever hold (%d); retrying will not help", st.stats.Requested, d.Limit),
-			Extensions: map[string]any{"cost": st.stats.Requested, "maximumAvailable": d.Limit}}
+		return exceeds()
 	case !d.Allowed:
-		return &Error{Status: http.StatusTooManyRequests, Code: CodeThrottled, Message: "Throttled",
-			Extensions: map[string]any{"retryAfterSec": header.RetryAfterSeconds(d)}}
+		return throttled()
+	case d.Outcome == limiter.ShadowDenied && d.ExceedsCapacity:
+		l.wouldReject(st, exceeds())
+	case d.Outcome == limiter.ShadowDenied:
+		l.wouldReject(st, throttled())
 	}
 	st.stats.Charged = d.Receipt.Cost > 0 && d.Outcome == limiter.Allowed
 	return nil
+}
+
+// analyze prices op: from the document's cache of prices when the
+// variables the price depends on take values seen before, else afresh (and
+// then kept). The breakdown of Costgate-Cost-Debug is always worked out.
+func (l *Limiter) analyze(st *state, schema *complexity.Schema, op *ast.OperationDefinition, vars map[string]any) (int64, []complexity.FieldCost, error) {
+	if st.debug {
+		res, err := schema.AnalyzeOperation(op, vars, complexity.WithBreakdown())
+		return res.Cost, res.Breakdown, err
+	}
+	if st.doc == nil {
+		res, err := schema.AnalyzeOperation(op, vars)
+		return res.Cost, nil, err
+	}
+	cost, err := st.doc.price(schema, op, vars)
+	return cost, nil, err
+}
+
+// rejected records a rejection of the operation st stands for (st may be
+// nil before the request was read): it is counted once, its status kept,
+// and, when the document parsed and nothing was charged, the caller's
+// bucket is read for extensions.cost.throttleStatus.
+func (l *Limiter) rejected(ctx context.Context, st *state, e *Error) {
+	if st != nil {
+		if st.rejected {
+			return
+		}
+		st.rejected = true
+		st.status = e.Status
+		if st.op != nil && st.id != nil && !st.stats.HasBucket {
+			l.peek(ctx, st)
+		}
+	}
+	if l.cfg.OnRejection != nil {
+		l.cfg.OnRejection(e.Code)
+	}
+}
+
+// wouldReject records, in Measure mode, the first rejection enforcement
+// would have answered: counted like a rejection and logged, while the
+// operation goes on.
+func (l *Limiter) wouldReject(st *state, e *Error) {
+	if st.wouldBe != "" {
+		return
+	}
+	st.wouldBe = e.Code
+	if l.cfg.OnRejection != nil {
+		l.cfg.OnRejection(e.Code)
+	}
+	l.cfg.Logger.Info("costgate: enforcement would reject this operation (measure mode)", "code", e.Code, "reason", e.Message)
+}
+
+// peek reads the caller's bucket without charging it, for throttleStatus
+// and the rate-limit headers of an answer that charged nothing.
+func (l *Limiter) peek(ctx context.Context, st *state) {
+	p, key := l.bucket(st)
+	st.stats.Limit = p.Capacity()
+	st.stats.RestoreRate = restoreRate(p)
+	d, err := l.cfg.Limiter.Peek(ctx, p, key)
+	if err != nil {
+		return
+	}
+	st.stats.HasBucket = true
+	st.stats.Remaining = d.Remaining
+	st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
+	if st.decision.Policy == nil && l.cfg.Mode != Measure && p.EffectiveMode() != limiter.Shadow {
+		st.decision, st.headers = d, true
+	}
 }
 
 // finish records the actual cost of an operation that ran and refunds what
@@ -381,27 +503,7 @@ func (l *Limiter) finish(ctx context.Context, st *state, op *ast.OperationDefini
 	}
 	st.stats.Remaining = d.Remaining
 	st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
-	st.charged.Remaining, st.charged.ResetAfter = d.Remaining, d.ResetAfter
-}
-
-// isDryRunField reports a root rateLimit(dryRun: true) field, GitHub's way
-// of asking what a query would cost.
-func isDryRunField(op *ast.OperationDefinition, vars map[string]any) bool {
-	if op.Operation != ast.Query {
-		return false
-	}
-	for _, sel := range op.SelectionSet {
-		f, ok := sel.(*ast.Field)
-		if !ok || f.Name != "rateLimit" {
-			continue
-		}
-		if a := f.Arguments.ForName("dryRun"); a != nil {
-			if v, err := a.Value.Value(vars); err == nil && v == true {
-				return true
-			}
-		}
-	}
-	return false
+	st.decision.Remaining, st.decision.ResetAfter = d.Remaining, d.ResetAfter
 }
 
 // headerTrue reports a request header set to 1 or true.

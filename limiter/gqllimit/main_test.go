@@ -1,14 +1,18 @@
 package gqllimit_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/redis/go-redis/v9"
@@ -40,10 +44,40 @@ var prefixSeq atomic.Int64
 
 type env struct {
 	gqltest.Client
-	handler http.Handler
-	clock   *storetest.Clock
-	gl      *gqllimit.Limiter
-	policy  *limiter.Policy
+	handler    http.Handler
+	clock      *storetest.Clock
+	gl         *gqllimit.Limiter
+	policy     *limiter.Policy
+	rejections *counts // Config.OnRejection, by code
+	resolved   *counts // root fields gqlgen resolved, by name
+}
+
+// counts is a concurrency-safe tally.
+type counts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counts) add(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[name]++
+}
+
+func (c *counts) get(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[name]
+}
+
+// snapshot is a copy of the tally.
+func (c *counts) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
 }
 
 type envOpts struct {
@@ -90,7 +124,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := gqllimit.Config{Limiter: lim, Policy: p, Identity: ids, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler)}
+	rejections, resolved := &counts{}, &counts{}
+	cfg := gqllimit.Config{Limiter: lim, Policy: p, Identity: ids, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler),
+		OnRejection: rejections.add}
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
@@ -98,11 +134,16 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop()}}))
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop(), RateLimitInfo: graph.CostgateRateLimit}}))
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
+	srv.SetQueryCache(gqllimit.NewQueryCache(100, 0))
+	srv.AroundRootFields(func(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
+		resolved.add(graphql.GetRootFieldContext(ctx).Field.Name)
+		return next(ctx)
+	})
 	h := gl.Handler(srv)
-	return &env{Client: gqltest.Client{Handler: h}, handler: h, clock: clock, gl: gl, policy: p}
+	return &env{Client: gqltest.Client{Handler: h}, handler: h, clock: clock, gl: gl, policy: p, rejections: rejections, resolved: resolved}
 }
 
 func (e *env) post(t *testing.T, query string, vars map[string]any, header map[string]string) *gqltest.Result {
@@ -125,4 +166,16 @@ func must(t *testing.T, cond bool, format string, args ...any) {
 	if !cond {
 		t.Errorf(format, args...)
 	}
+}
+
+// startStoppedRedis returns a client of a redis-server that has stopped:
+// every check is a store error.
+func startStoppedRedis(t *testing.T) *redis.Client {
+	t.Helper()
+	srv := redistest.StartServer(t)
+	client := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true; o.DialerRetries = 1 })
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	return client
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
-	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/limiter"
@@ -43,12 +42,12 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !l.installed.Load() && !l.executor.Load() {
 			l.cfg.Logger.Error("costgate: the GraphQL handler does not run costgate's extension: add it with srv.Use(limiter.Extension()), or serve limiter.Handler(srv)")
-			writeError(w, reject(http.StatusInternalServerError, CodeInternal, "the GraphQL cost limit is not installed"), nil)
+			l.fail(w, r, nil, reject(http.StatusInternalServerError, CodeInternal, "the GraphQL cost limit is not installed"))
 			return
 		}
 		st, r, body, rerr := l.prepare(w, r)
 		if rerr != nil {
-			writeError(w, rerr, st)
+			l.fail(w, r, st, rerr)
 			return
 		}
 		if st == nil {
@@ -58,13 +57,29 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
 		}
-		next.ServeHTTP(&statusWriter{ResponseWriter: w, st: st, l: l}, r.WithContext(withState(r.Context(), st)))
+		sw := &statusWriter{ResponseWriter: w, st: st, l: l}
+		next.ServeHTTP(sw, r.WithContext(withState(r.Context(), st)))
+		sw.flush()
 	})
+}
+
+// fail answers a rejection of the middleware's own, recorded as such.
+func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, st *state, e *Error) {
+	l.rejected(r.Context(), st, e)
+	if st == nil {
+		writeError(w, e, nil)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w, st: st, l: l}
+	writeError(sw, e, st)
+	sw.flush()
 }
 
 // prepare reads and checks the request. It returns the request's state, the
 // request carrying its identity, and the body read, or an error to answer
-// with; a nil state and error mean it answered the request itself.
+// with (and the state so far: once the document parsed, the answer carries
+// extensions.cost); a nil state and error mean it answered the request
+// itself.
 func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http.Request, []byte, *Error) {
 	var (
 		p    params
@@ -81,6 +96,9 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 			if err := json.Unmarshal([]byte(v), &p.Variables); err != nil {
 				return nil, r, nil, reject(http.StatusBadRequest, CodeBadRequest, "variables must be a JSON object")
 			}
+		}
+		if v := q.Get("extensions"); v != "" {
+			p.Extensions = json.RawMessage(v)
 		}
 	case http.MethodPost:
 		if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
@@ -105,49 +123,82 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		w.Header().Set("Allow", "GET, POST")
 		return nil, r, nil, reject(http.StatusMethodNotAllowed, CodeBadRequest, "use GET or POST")
 	}
-	if strings.TrimSpace(p.Query) == "" {
+	query, register, rerr := l.persisted(r.Context(), p.Query, p.Extensions)
+	if rerr != nil {
+		return nil, r, nil, rerr
+	}
+	if strings.TrimSpace(query) == "" {
 		return nil, r, nil, reject(http.StatusBadRequest, CodeBadRequest, "no query")
 	}
-	doc, perr := parser.ParseQueryWithTokenLimit(&ast.Source{Input: p.Query}, l.cfg.MaxTokens)
-	if perr != nil {
-		if strings.Contains(perr.Error(), "exceeded token limit") {
-			return nil, r, nil, reject(http.StatusBadRequest, CodeMaxTokensExceeded, "the document has more than %d tokens", l.cfg.MaxTokens)
-		}
-		return nil, r, nil, &Error{Status: http.StatusBadRequest, Code: CodeParseFailed, Message: parseMessage(perr)}
+	doc, rerr := l.document(query, p.OperationName)
+	if rerr != nil {
+		return nil, r, nil, rerr // it did not parse: no extensions.cost
 	}
-	lim, err := complexity.Measure(doc, p.OperationName)
-	if err != nil {
-		return nil, r, nil, reject(http.StatusBadRequest, CodeValidationFailed, "%v", err)
-	}
-	if l.cfg.Mode != Measure {
-		switch {
-		case lim.Depth > l.cfg.MaxDepth:
-			return nil, r, nil, &Error{Status: http.StatusBadRequest, Code: CodeMaxDepthExceeded,
-				Message:    "the operation is " + strconv.Itoa(lim.Depth) + " fields deep, more than the maximum of " + strconv.Itoa(l.cfg.MaxDepth),
-				Extensions: map[string]any{"depth": lim.Depth, "maxDepth": l.cfg.MaxDepth}}
-		case lim.Aliases > l.cfg.MaxAliases:
-			return nil, r, nil, &Error{Status: http.StatusBadRequest, Code: CodeMaxAliasesExceeded,
-				Message:    "the operation has " + strconv.Itoa(lim.Aliases) + " aliases, more than the maximum of " + strconv.Itoa(l.cfg.MaxAliases),
-				Extensions: map[string]any{"aliases": lim.Aliases, "maxAliases": l.cfg.MaxAliases}}
-		case lim.Fields > l.cfg.MaxFields:
-			return nil, r, nil, &Error{Status: http.StatusBadRequest, Code: CodeMaxFieldsExceeded,
-				Message:    "the operation selects " + strconv.Itoa(lim.Fields) + " fields, more than the maximum of " + strconv.Itoa(l.cfg.MaxFields),
-				Extensions: map[string]any{"fields": lim.Fields, "maxFields": l.cfg.MaxFields}}
-		}
-	}
+	st := &state{lim: l, doc: doc, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug)}
+	st.op = &Operation{Method: r.Method, Query: query, OperationName: p.OperationName, Variables: p.Variables, Extensions: p.Extensions, Document: doc.doc, doc: doc}
 	id, r, err := l.cfg.Identity.Attach(r)
 	if err != nil {
 		l.cfg.Logger.Warn("costgate: API key lookup failed", "err", err)
-		return nil, r, nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeIdentityUnavailable,
+		l.prePrice(st, doc, p) // who pays is not known: there is no bucket to read
+		return st, r, nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeIdentityUnavailable,
 			Message: "the API key could not be checked; retry shortly", Extensions: map[string]any{"retryAfterSec": header.UnavailableRetryAfter}}
 	}
-	st := &state{id: id, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug)}
+	st.id = id
 	if id.UnknownKey {
 		l.unknownKey(w, r, st)
 		return nil, r, nil, nil
 	}
-	st.op = &Operation{Method: r.Method, Query: p.Query, OperationName: p.OperationName, Variables: p.Variables, Extensions: p.Extensions, Document: doc}
+	if doc.measureErr != nil {
+		return st, r, nil, reject(http.StatusBadRequest, CodeValidationFailed, "%v", doc.measureErr)
+	}
+	if op := doc.doc.Operations.ForName(p.OperationName); r.Method == http.MethodGet && op != nil && op.Operation != ast.Query {
+		// A mutation over GET could be triggered cross-site by a link or an
+		// image; gqlgen refuses it too, but only after it was charged.
+		return st, r, nil, reject(http.StatusMethodNotAllowed, CodeBadRequest, "%s operations must be sent with POST", op.Operation)
+	}
+	if e := l.shape(doc.limits); e != nil {
+		if l.cfg.Mode != Measure {
+			l.prePrice(st, doc, p)
+			return st, r, nil, e
+		}
+		l.wouldReject(st, e)
+	}
+	l.register(r.Context(), register, query)
 	return st, r, body, nil
+}
+
+// shape checks the depth, aliases and fields of an operation against the limits.
+func (l *Limiter) shape(lim complexity.Limits) *Error {
+	switch {
+	case lim.Depth > l.cfg.MaxDepth:
+		return &Error{Status: http.StatusBadRequest, Code: CodeMaxDepthExceeded,
+			Message:    "the operation is " + strconv.Itoa(lim.Depth) + " fields deep, more than the maximum of " + strconv.Itoa(l.cfg.MaxDepth),
+			Extensions: map[string]any{"depth": lim.Depth, "maxDepth": l.cfg.MaxDepth}}
+	case lim.Aliases > l.cfg.MaxAliases:
+		return &Error{Status: http.StatusBadRequest, Code: CodeMaxAliasesExceeded,
+			Message:    "the operation has " + strconv.Itoa(lim.Aliases) + " aliases, more than the maximum of " + strconv.Itoa(l.cfg.MaxAliases),
+			Extensions: map[string]any{"aliases": lim.Aliases, "maxAliases": l.cfg.MaxAliases}}
+	case lim.Fields > l.cfg.MaxFields:
+		return &Error{Status: http.StatusBadRequest, Code: CodeMaxFieldsExceeded,
+			Message:    "the operation selects " + strconv.Itoa(lim.Fields) + " fields, more than the maximum of " + strconv.Itoa(l.cfg.MaxFields),
+			Extensions: map[string]any{"fields": lim.Fields, "maxFields": l.cfg.MaxFields}}
+	}
+	return nil
+}
+
+// prePrice prices an operation turned away before validation, for the
+// requestedQueryCost of its answer: the pricing resolves fields and
+// fragments by name and takes time linear in the document, so it is safe on
+// a document that was never validated. When it cannot price the document as
+// it stands (an unknown field, say), requestedQueryCost is left out.
+func (l *Limiter) prePrice(st *state, doc *document, p params) {
+	schema := l.pricing()
+	if schema == nil {
+		return
+	}
+	if res, err := schema.Analyze(doc.doc, p.OperationName, p.Variables); err == nil {
+		st.stats.Requested = max(res.Cost, 1)
+	}
 }
 
 // unknownKey answers a request with an API key the table does not know:
@@ -156,30 +207,46 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 func (l *Limiter) unknownKey(w http.ResponseWriter, r *http.Request, st *state) {
 	p, key := l.bucket(st)
 	d := l.cfg.Limiter.Allow(r.Context(), p, key, 1)
-	st.charged, st.headers = d, p.EffectiveMode() != limiter.Shadow
-	sw := &statusWriter{ResponseWriter: w, st: st, l: l}
+	st.decision, st.headers = d, p.EffectiveMode() != limiter.Shadow
+	st.stats.Limit, st.stats.RestoreRate = p.Capacity(), restoreRate(p)
+	st.stats.HasBucket = d.Err == nil || d.Outcome == limiter.ErrorLocal
+	st.stats.Remaining, st.stats.ResetAt = d.Remaining, l.cfg.Clock().Add(d.ResetAfter)
+	e := reject(http.StatusUnauthorized, CodeUnauthenticated, "unknown API key")
 	if !d.Allowed {
-		writeError(sw, &Error{Status: http.StatusTooManyRequests, Code: CodeThrottled, Message: "Throttled",
-			Extensions: map[string]any{"retryAfterSec": header.RetryAfterSeconds(d)}}, st)
-		return
+		e = &Error{Status: http.StatusTooManyRequests, Code: CodeThrottled, Message: "Throttled",
+			Extensions: map[string]any{"retryAfterSec": header.RetryAfterSeconds(d)}}
 	}
-	writeError(sw, reject(http.StatusUnauthorized, CodeUnauthenticated, "unknown API key"), st)
+	l.fail(w, r, st, e)
 }
 
 // statusWriter applies the status and headers the limiter decided when the
-// wrapped handler writes its response.
+// wrapped handler writes its response. The status the handler sets is held
+// back until the body is written: gqlgen sets it before the response
+// interceptors run (where costgate decides the status of a validation error),
+// and the rate-limit headers only hold the refund once the operation ran.
 type statusWriter struct {
 	http.ResponseWriter
 	st          *state
 	l           *Limiter
+	code        int // set by the handler, not yet written
 	wroteHeader bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 && !w.wroteHeader {
+		w.code = code
+	}
+}
+
+func (w *statusWriter) writeHeader() {
 	if w.wroteHeader {
 		return
 	}
 	w.wroteHeader = true
+	code := w.code
+	if code == 0 {
+		code = http.StatusOK
+	}
 	if w.st.status != 0 {
 		code = w.st.status
 	}
@@ -188,10 +255,15 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
-	if !w.wroteHeader {
-		w.WriteHeader(http.StatusOK)
-	}
+	w.writeHeader()
 	return w.ResponseWriter.Write(b)
+}
+
+// flush writes a status the handler set without writing a body.
+func (w *statusWriter) flush() {
+	if w.code != 0 {
+		w.writeHeader()
+	}
 }
 
 // Unwrap lets http.ResponseController reach the connection.
@@ -203,12 +275,12 @@ func (l *Limiter) setHeaders(h http.Header, st *state, status int) {
 	if st == nil {
 		return
 	}
-	if st.headers && st.charged.Policy != nil {
-		header.Set(h, l.cfg.Clock(), []limiter.Decision{st.charged})
+	if st.headers && st.decision.Policy != nil {
+		header.Set(h, l.cfg.Clock(), []limiter.Decision{st.decision})
 	}
 	switch status {
 	case http.StatusTooManyRequests:
-		h.Set(header.RetryAfter, strconv.FormatInt(header.RetryAfterSeconds(st.charged), 10))
+		h.Set(header.RetryAfter, strconv.FormatInt(header.RetryAfterSeconds(st.decision), 10))
 	case http.StatusServiceUnavailable:
 		h.Set(header.RetryAfter, strconv.Itoa(header.UnavailableRetryAfter))
 	}
@@ -229,11 +301,12 @@ func (e *Error) gqlError() *gqlerror.Error {
 	return &gqlerror.Error{Message: e.Message, Extensions: ext}
 }
 
-// writeError answers with a GraphQL error response; extensions.cost is
-// included once the operation was priced.
+// writeError answers with a GraphQL error response. extensions.cost is
+// included once the document parsed: requestedQueryCost when the operation
+// was priced, throttleStatus when the bucket was read.
 func writeError(w http.ResponseWriter, e *Error, st *state) {
 	res := response{Errors: []any{e.gqlError()}, Data: json.RawMessage("null")}
-	if st != nil && st.priced {
+	if st != nil && st.op != nil {
 		res.Extensions = map[string]any{"cost": st.stats.cost()}
 	}
 	writeResponse(w, e.Status, res)

@@ -9,12 +9,20 @@ import (
 	"github.com/costgate/costgate/limiter"
 )
 
-// Cost is extensions.cost, in Shopify's shape.
+// Cost is extensions.cost, in Shopify's shape. Every answer to a document
+// that parsed carries it, rejections included.
 type Cost struct {
-	RequestedQueryCost int64 `json:"requestedQueryCost"`
+	// RequestedQueryCost is the price, at least 1. It is left out (0) when
+	// the operation was not priced: a validation error, or an operation
+	// turned away before validation whose document the pricing could not
+	// read as it stands.
+	RequestedQueryCost int64 `json:"requestedQueryCost,omitempty"`
 	// ActualQueryCost is null when nothing ran (throttled, rejected, dry run).
-	ActualQueryCost *int64          `json:"actualQueryCost"`
-	ThrottleStatus  *ThrottleStatus `json:"throttleStatus,omitempty"`
+	ActualQueryCost *int64 `json:"actualQueryCost"`
+	// ThrottleStatus is the caller's bucket after the charge, or as it
+	// stands when nothing was charged; left out when the store could not be
+	// read.
+	ThrottleStatus *ThrottleStatus `json:"throttleStatus,omitempty"`
 	// Fields is the breakdown asked for with Costgate-Cost-Debug: 1.
 	Fields []complexity.FieldCost `json:"fields,omitempty"`
 }

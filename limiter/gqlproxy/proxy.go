@@ -19,6 +19,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/formatter"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
 
 	"github.com/costgate/costgate/limiter"
@@ -79,8 +80,15 @@ func (c *Config) Validate() error {
 // it: it reads and checks each request (gqllimit's middleware), validates
 // the operation against the upstream's schema, prices and charges it,
 // forwards it, prices the reply, refunds the difference and adds
-// extensions.cost. An upstream failure answers UPSTREAM_ERROR (502) with a
-// generic message, the detail logged, and all but 1 of the charge refunded.
+// extensions.cost. A document sent again (in full, or by its hash with the
+// Limiter's Config.PersistedQueries) is not parsed, validated or formatted
+// again: that is kept with the document in gqllimit's cache. The upstream
+// always gets the query in full, never the persistedQuery extension.
+// rateLimit(dryRun: true) is answered by the proxy (gqllimit.DryRunData).
+// Anything but a GraphQL response from the upstream (no answer, a timeout,
+// not JSON, data that is not an object, errors that are not objects,
+// neither data nor errors) answers UPSTREAM_ERROR (502) with a generic
+// message, the detail logged, and all but 1 of the charge refunded.
 func New(cfg Config) (http.Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gqlproxy: %w", err)
@@ -120,6 +128,43 @@ type response struct {
 	Extensions map[string]any  `json:"extensions,omitempty"`
 }
 
+// prepared is what the proxy works out from a document alone: kept with the
+// document in gqllimit's cache, so that an operation sent again is not
+// parsed, validated or formatted again.
+type prepared struct {
+	errs gqlerror.List // validation against the upstream's schema
+	// doc is validated, with __typename asked for on abstract selections
+	// (free: pricing it is the same as without); it is priced and forwarded.
+	doc   *ast.QueryDocument
+	query string // doc as forwarded
+	added bool   // __typename was added somewhere
+}
+
+func (p *proxy) prepare(pr *gqllimit.Operation) *prepared {
+	return pr.Derived(func() any {
+		// A copy of its own: validation links definitions into the document,
+		// and the middleware's is shared read-only. The middleware parsed the
+		// same text with the token limit.
+		doc, err := parser.ParseQuery(&ast.Source{Input: pr.Query})
+		if err != nil {
+			return &prepared{errs: gqlerror.List{gqlerror.Wrap(err)}}
+		}
+		if errs := validator.ValidateWithRules(p.schema, doc, nil); len(errs) > 0 {
+			for _, e := range errs {
+				if e.Extensions == nil {
+					e.Extensions = map[string]any{}
+				}
+				e.Extensions["code"] = gqllimit.CodeValidationFailed
+			}
+			return &prepared{errs: errs}
+		}
+		added := addTypenames(doc, p.schema)
+		var query bytes.Buffer
+		formatter.NewFormatter(&query, formatter.WithComments()).FormatQueryDocument(doc)
+		return &prepared{doc: doc, query: query.String(), added: added}
+	}).(*prepared)
+}
+
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	pr := gqllimit.OperationFrom(ctx)
@@ -127,30 +172,23 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		gqllimit.WriteError(ctx, w, &gqllimit.Error{Status: http.StatusInternalServerError, Code: gqllimit.CodeInternal, Message: "costgate: the proxy runs inside gqllimit's Middleware"})
 		return
 	}
-	if errs := validator.ValidateWithRules(p.schema, pr.Document, nil); len(errs) > 0 {
-		res := response{Data: json.RawMessage("null")}
-		for _, e := range errs {
-			if e.Extensions == nil {
-				e.Extensions = map[string]any{}
-			}
-			e.Extensions["code"] = gqllimit.CodeValidationFailed
+	prep := p.prepare(pr)
+	if len(prep.errs) > 0 {
+		gqllimit.Reject(ctx, http.StatusBadRequest, gqllimit.CodeValidationFailed)
+		res := response{Data: json.RawMessage("null"), Extensions: map[string]any{"cost": gqllimit.CostOf(ctx)}}
+		for _, e := range prep.errs {
 			res.Errors = append(res.Errors, e)
 		}
 		writeResponse(w, http.StatusBadRequest, res)
 		return
 	}
-	op := pr.Document.Operations.ForName(pr.OperationName)
+	op := prep.doc.Operations.ForName(pr.OperationName)
 	if op == nil {
 		gqllimit.WriteError(ctx, w, rejection(http.StatusBadRequest, gqllimit.CodeValidationFailed, fmt.Sprintf("no operation %q in the document", pr.OperationName)))
 		return
 	}
-	if pr.Method == http.MethodGet && op.Operation != ast.Query {
-		// A mutation over GET could be triggered cross-site by a link or an image.
+	if pr.Method == http.MethodGet && op.Operation != ast.Query { // the middleware refused it already
 		gqllimit.WriteError(ctx, w, rejection(http.StatusMethodNotAllowed, gqllimit.CodeBadRequest, fmt.Sprintf("%s operations must be sent with POST", op.Operation)))
-		return
-	}
-	if p.lim.Config().NoIntrospection && introspects(op) {
-		gqllimit.WriteError(ctx, w, rejection(http.StatusBadRequest, gqllimit.CodeIntrospectionDisabled, "introspection is disabled"))
 		return
 	}
 	vars, verr := validator.VariableValues(p.schema, op, pr.Variables)
@@ -160,17 +198,14 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rerr := p.lim.Admit(ctx, op, vars); rerr != nil {
 		if rerr == gqllimit.ErrDryRun {
-			writeResponse(w, http.StatusOK, response{Data: json.RawMessage("null"), Extensions: map[string]any{"cost": gqllimit.CostOf(ctx)}})
+			writeResponse(w, http.StatusOK, response{Data: gqllimit.DryRunData(ctx, op, vars), Extensions: map[string]any{"cost": gqllimit.CostOf(ctx)}})
 			return
 		}
 		gqllimit.WriteError(ctx, w, rerr)
 		return
 	}
 
-	added := addTypenames(pr.Document, p.schema)
-	var query bytes.Buffer
-	formatter.NewFormatter(&query, formatter.WithComments()).FormatQueryDocument(pr.Document)
-	reply, err := p.forward(r, request{Query: query.String(), OperationName: pr.OperationName, Variables: pr.Variables, Extensions: pr.Extensions})
+	reply, err := p.forward(r, request{Query: prep.query, OperationName: pr.OperationName, Variables: pr.Variables, Extensions: forwardedExtensions(pr.Extensions)})
 	if err != nil {
 		p.lim.Finish(ctx, op, vars, nil) // no data: all but 1 refunded
 		// The upstream's address and error text are for the operator, not the client.
@@ -179,11 +214,8 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.lim.Finish(ctx, op, vars, reply.Data)
-	if added && len(reply.Data) > 0 {
+	if prep.added {
 		reply.Data = stripTypenames(reply.Data)
-	}
-	if len(reply.Data) == 0 {
-		reply.Data = json.RawMessage("null")
 	}
 	ext := reply.Extensions
 	if ext == nil {
@@ -195,6 +227,31 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		res.Errors = append(res.Errors, e)
 	}
 	writeResponse(w, http.StatusOK, res)
+}
+
+// forwardedExtensions are the request's extensions less persistedQuery: the
+// proxy serves that protocol itself, and forwards the query in full (as it
+// formats it, whose hash is another).
+func forwardedExtensions(ext json.RawMessage) json.RawMessage {
+	if len(ext) == 0 {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(ext, &m) != nil {
+		return nil
+	}
+	if _, ok := m["persistedQuery"]; !ok {
+		return ext
+	}
+	delete(m, "persistedQuery")
+	if len(m) == 0 {
+		return nil
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil
+	}
+	return out
 }
 
 func rejection(status int, code, msg string) *gqllimit.Error {
@@ -259,35 +316,24 @@ func (p *proxy) forward(r *http.Request, body request) (*upstreamReply, error) {
 	if err := json.Unmarshal(data, &reply); err != nil {
 		return nil, fmt.Errorf("status %d, not a GraphQL response", res.StatusCode)
 	}
-	if len(reply.Data) == 0 && len(reply.Errors) == 0 {
-		return nil, fmt.Errorf("status %d, neither data nor errors", res.StatusCode)
+	reply.Data = bytes.TrimSpace(reply.Data)
+	if len(reply.Data) == 0 || bytes.Equal(reply.Data, []byte("null")) {
+		reply.Data = json.RawMessage("null")
+		if len(reply.Errors) == 0 {
+			return nil, fmt.Errorf("status %d, neither data nor errors", res.StatusCode)
+		}
+	} else if reply.Data[0] != '{' {
+		return nil, fmt.Errorf("status %d, data is not an object", res.StatusCode)
+	}
+	for _, e := range reply.Errors {
+		if e == nil {
+			return nil, fmt.Errorf("status %d, a null error", res.StatusCode)
+		}
+		if t := bytes.TrimSpace(*e); len(t) == 0 || t[0] != '{' {
+			return nil, fmt.Errorf("status %d, an error that is not an object", res.StatusCode)
+		}
 	}
 	return &reply, nil
-}
-
-// introspects reports a root __schema or __type field, also through fragments.
-func introspects(op *ast.OperationDefinition) bool {
-	var walk func(set ast.SelectionSet) bool
-	walk = func(set ast.SelectionSet) bool {
-		for _, sel := range set {
-			switch s := sel.(type) {
-			case *ast.Field:
-				if s.Name == "__schema" || s.Name == "__type" {
-					return true
-				}
-			case *ast.InlineFragment:
-				if walk(s.SelectionSet) {
-					return true
-				}
-			case *ast.FragmentSpread:
-				if s.Definition != nil && walk(s.Definition.SelectionSet) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	return walk(op.SelectionSet)
 }
 
 // rawError keeps an upstream error as the upstream wrote it.

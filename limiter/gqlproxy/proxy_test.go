@@ -3,12 +3,14 @@ package gqlproxy_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,6 +35,7 @@ import (
 type upstream struct {
 	*httptest.Server
 	queries atomic.Value // last query string
+	bodies  atomic.Value // last body, as received
 	calls   atomic.Int64
 }
 
@@ -43,10 +46,14 @@ func startUpstream(t *testing.T) *upstream {
 	u := &upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.calls.Add(1)
-		var p struct{ Query string }
-		body := http.MaxBytesReader(w, r.Body, 1<<20)
-		dec := json.NewDecoder(body)
-		if err := dec.Decode(&p); err == nil {
+		var p struct {
+			Query         string         `json:"query"`
+			OperationName string         `json:"operationName,omitempty"`
+			Variables     map[string]any `json:"variables,omitempty"`
+		}
+		raw, _ := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		u.bodies.Store(string(raw))
+		if err := json.Unmarshal(raw, &p); err == nil {
 			u.queries.Store(p.Query)
 		}
 		r.Body = http.NoBody
@@ -67,7 +74,29 @@ func (readCloser) Close() error { return nil }
 // env is the proxy under test and a client for it.
 type env struct {
 	gqltest.Client
-	clock *storetest.Clock
+	clock      *storetest.Clock
+	rejections *counts // Config.OnRejection, by code
+}
+
+// counts is a concurrency-safe tally.
+type counts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counts) add(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[name]++
+}
+
+func (c *counts) get(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[name]
 }
 
 func (e *env) post(t *testing.T, query string, vars map[string]any, header map[string]string) *gqltest.Result {
@@ -87,7 +116,7 @@ func (e *env) available(t *testing.T) int64 {
 
 // newProxyEnv puts costgate's proxy, priced from graph/schema.graphqls,
 // in front of upstreamURL.
-func newProxyEnv(t *testing.T, upstreamURL string) *env {
+func newProxyEnv(t *testing.T, upstreamURL string, opts ...func(*gqllimit.Config)) *env {
 	t.Helper()
 	sdl, err := os.ReadFile("../../graph/schema.graphqls")
 	if err != nil {
@@ -111,7 +140,13 @@ func newProxyEnv(t *testing.T, upstreamURL string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gl, err := gqllimit.New(gqllimit.Config{Limiter: lim, Policy: graphqlPolicy(), Identity: ids, Schema: schema, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	rejections := &counts{}
+	cfg := gqllimit.Config{Limiter: lim, Policy: graphqlPolicy(), Identity: ids, Schema: schema, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler),
+		OnRejection: rejections.add}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	gl, err := gqllimit.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +154,7 @@ func newProxyEnv(t *testing.T, upstreamURL string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{Client: gqltest.Client{Handler: h}, clock: clock}
+	return &env{Client: gqltest.Client{Handler: h}, clock: clock, rejections: rejections}
 }
 
 // Proxy mode against a real upstream: the same price, charge and refund as
@@ -220,6 +255,12 @@ func TestProxyValidates(t *testing.T) {
 	before := e.available(t)
 	r := e.post(t, `{ products { nope } }`, nil, nil)
 	must(t, r.Status == 400 && r.Code() == gqllimit.CodeValidationFailed, "%d %s", r.Status, r.Body)
+	c := r.Cost(t)
+	must(t, c.ThrottleStatus != nil && c.ThrottleStatus.CurrentlyAvailable == before && c.RequestedQueryCost == 0,
+		"validation error's extensions.cost %+v, want the bucket and no price", c)
+	must(t, e.rejections.get(gqllimit.CodeValidationFailed) == 1, "rejections %v", e.rejections.n)
+	r = e.post(t, `query($n: Int) { products(first: $n) { nodes { id } } }`, map[string]any{"n": "ten"}, nil)
+	must(t, r.Status == 400 && r.Code() == gqllimit.CodeValidationFailed && r.Cost(t).ThrottleStatus != nil, "variables: %d %s", r.Status, r.Body)
 	r = e.post(t, `{ products(first: 100) { nodes { variants(first: 100) { id } } } }`, nil, nil)
 	must(t, r.Status == 400 && r.Code() == gqllimit.CodeMaxCostExceeded, "%d %s", r.Status, r.Body)
 	must(t, up.calls.Load() == 0, "the upstream got %d calls", up.calls.Load())
