@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,13 +117,30 @@ func TestProxyUpstreamReplies(t *testing.T) {
 		{"truncated", 200, `{"data":{"products":`, false},
 		{"GraphQL errors", 200, `{"data":null,"errors":[{"message":"rating must be between 1 and 5"}]}`, true},
 		{"partial data", 200, `{"data":{"products":null},"errors":[{"message":"shop closed","path":["products"]}]}`, true},
+		// A redirect is not followed: it would take the caller's headers elsewhere.
+		{"redirect", http.StatusTemporaryRedirect, "", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			var elsewhere atomic.Int64
+			other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				elsewhere.Add(1)
+				w.Write([]byte(`{"data":{"products":{"nodes":[]}}}`))
+			}))
+			t.Cleanup(other.Close)
 			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.status == http.StatusTemporaryRedirect {
+					http.Redirect(w, r, other.URL+"/graphql", tc.status)
+					return
+				}
 				w.WriteHeader(tc.status)
 				w.Write([]byte(tc.body))
 			}))
+			t.Cleanup(func() {
+				if elsewhere.Load() != 0 {
+					t.Error("the proxy followed the upstream's redirect")
+				}
+			})
 			t.Cleanup(up.Close)
 			e := newProxyEnv(t, up.URL)
 			before := e.available(t)

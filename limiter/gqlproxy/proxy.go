@@ -97,7 +97,12 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: cfg.Timeout}
+		cfg.Client = &http.Client{
+			Timeout: cfg.Timeout,
+			// A GraphQL endpoint does not redirect; following one would send
+			// the caller's headers (API keys among them) somewhere else.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = cfg.Limiter.Config().Logger
