@@ -10,7 +10,22 @@
 //
 // A script is never retried by the client library: go-redis resends a command
 // whose reply was lost, which would run the script (and charge) twice. Scripts
-// go out as commands marked NoRetry; EVALSHA falls back to EVAL on NOSCRIPT.
+// go out as commands (and pipelines) marked NoRetry; EVALSHA falls back to
+// EVAL on NOSCRIPT.
+//
+// # Nodes, timeouts and breakers
+//
+// Checks go to the node that owns the key: the one server of a standalone
+// or Sentinel client, or the master of the key's slot in a Cluster. Each
+// node has its own queue, a few workers that send whatever is queued as one
+// pipeline (a lone check at once, alone), and its own breaker: a failing
+// master affects only the keys it owns. A check waits for its reply only
+// until its context's deadline; the pipeline waits on, up to ReplyWait, so a
+// late reply is read and its connection kept. A reply already waiting in a
+// socket when the deadline passes (the gateway short of CPU, not Redis
+// slow) is not a timeout. In a Cluster the slot map is refreshed on the
+// first error from a node and every 100ms while one fails, so a failover is
+// followed as soon as Redis has promoted a replica.
 package redisstore
 
 import (
@@ -22,6 +37,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,12 +48,13 @@ import (
 // DefaultKeyPrefix starts every key unless Options.KeyPrefix says otherwise.
 const DefaultKeyPrefix = "rl:"
 
-// Processor is the one method of a go-redis client the store uses:
-// *redis.Client, *redis.ClusterClient, *redis.Ring and redis.UniversalClient
-// all have it.
-type Processor interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-}
+// Defaults of Options.
+const (
+	DefaultPipelines        = 4
+	DefaultMaxBatch         = 128
+	DefaultBreakerThreshold = 5
+	DefaultProbeInterval    = 50 * time.Millisecond
+)
 
 // Options configures a Store. nil is ready to use.
 type Options struct {
@@ -46,14 +63,42 @@ type Options struct {
 	// Clock, when set, replaces Redis TIME (tests). Production leaves it nil so
 	// that every gateway shares the server's clock.
 	Clock func() time.Time
+	// Pipelines is the number of pipelines each node keeps in flight at once
+	// (default 4); each batches the checks queued while the others travel.
+	Pipelines int
+	// MaxBatch bounds the checks sent in one pipeline (default 128).
+	MaxBatch int
+	// ReplyWait bounds how long a pipeline waits for its replies, well past
+	// the store timeout, so that late replies keep their connection (default
+	// 3s). Checks themselves wait only until their context's deadline.
+	ReplyWait time.Duration
+	// BreakerThreshold is the number of consecutive failures after which a
+	// node's breaker opens (default 5); ProbeInterval is how often a probe
+	// then goes through (default 50ms).
+	BreakerThreshold int
+	ProbeInterval    time.Duration
 }
 
-// Store is a limiter.Store backed by Redis.
+// Store is a limiter.Store backed by Redis. It sends checks node by node,
+// with a breaker per node; see the package documentation. Close stops it.
 type Store struct {
-	client  Processor
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient // set for a Cluster client
 	prefix  string
 	clock   func() time.Time
 	scripts map[limiter.Algorithm]*script
+
+	pipelines, maxBatch, breakerThreshold int
+	replyWait, probeInterval              time.Duration
+
+	conns      *connSet
+	ownsClient bool
+	single     *node // every check, unless Cluster
+	mu         sync.Mutex
+	nodes      map[string]*node // Cluster masters by address
+	stop       chan struct{}
+	stopOnce   sync.Once
+	wg         sync.WaitGroup
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -65,24 +110,55 @@ type script struct {
 	name, src, sha string
 }
 
-// New returns a Store over client. A client whose options leave
+var errClosed = errors.New("redisstore: store closed")
+
+// New returns a Store over client: a *redis.Client (standalone or Sentinel),
+// a *redis.ClusterClient or a *redis.Ring. A client whose options leave
 // ContextTimeoutEnabled off is refused: go-redis would then ignore the
-// context deadline on a hung socket, and a check could wait far longer than
-// the store timeout.
-func New(client Processor, opts *Options) (*Store, error) {
+// deadline of a pipeline on a hung socket. [NewClient] builds a client set
+// up for the store; [Open] builds both.
+func New(client redis.UniversalClient, opts *Options) (*Store, error) {
+	return newStore(client, opts, nil)
+}
+
+// newStore is New; conns, when set, already knows the client's connections
+// (its dialer registers them), else a dial hook starts registering them now.
+func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Store, error) {
 	if err := checkClient(client); err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, prefix: DefaultKeyPrefix, scripts: make(map[limiter.Algorithm]*script)}
+	s := &Store{
+		client: client, prefix: DefaultKeyPrefix, scripts: make(map[limiter.Algorithm]*script),
+		pipelines: DefaultPipelines, maxBatch: DefaultMaxBatch, replyWait: DefaultReplyWait,
+		breakerThreshold: DefaultBreakerThreshold, probeInterval: DefaultProbeInterval,
+		conns: newConnSet(), nodes: make(map[string]*node), stop: make(chan struct{}),
+	}
 	if opts != nil {
 		if strings.ContainsAny(opts.KeyPrefix, "{}") {
 			// A brace in the prefix would become every key's hash tag: one Cluster slot for all.
 			return nil, fmt.Errorf("redisstore: key prefix %q must not contain { or }", opts.KeyPrefix)
 		}
+		if opts.Pipelines < 0 || opts.MaxBatch < 0 || opts.ReplyWait < 0 || opts.BreakerThreshold < 0 || opts.ProbeInterval < 0 {
+			return nil, &limiter.FieldError{Field: "redisstore.Options", Reason: "Pipelines, MaxBatch, ReplyWait, BreakerThreshold and ProbeInterval must not be negative"}
+		}
 		if opts.KeyPrefix != "" {
 			s.prefix = opts.KeyPrefix
 		}
 		s.clock = opts.Clock
+		set := func(dst *int, v int) {
+			if v > 0 {
+				*dst = v
+			}
+		}
+		set(&s.pipelines, opts.Pipelines)
+		set(&s.maxBatch, opts.MaxBatch)
+		set(&s.breakerThreshold, opts.BreakerThreshold)
+		if opts.ReplyWait > 0 {
+			s.replyWait = opts.ReplyWait
+		}
+		if opts.ProbeInterval > 0 {
+			s.probeInterval = opts.ProbeInterval
+		}
 	}
 	prelude, err := luaFiles.ReadFile("lua/prelude.lua")
 	if err != nil {
@@ -97,10 +173,98 @@ func New(client Processor, opts *Options) (*Store, error) {
 		sum := sha1.Sum([]byte(src))
 		s.scripts[alg] = &script{name: string(alg), src: src, sha: hex.EncodeToString(sum[:])}
 	}
+	if conns != nil {
+		s.conns = conns
+	} else {
+		client.AddHook(s.conns.hook())
+	}
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		s.cluster = cc
+		s.wg.Add(1)
+		go s.followCluster()
+	} else {
+		s.single = newNode(s, "", client)
+	}
 	return s, nil
 }
 
-func checkClient(client Processor) error {
+// Client returns the client the store sends to.
+func (s *Store) Client() redis.UniversalClient { return s.client }
+
+// Close stops the store's workers; a store made by [Open] also closes its
+// client. Checks after Close fail.
+func (s *Store) Close() error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.wg.Wait()
+	if s.ownsClient {
+		return s.client.Close()
+	}
+	return nil
+}
+
+// nodeFor returns the node that owns key's slot.
+func (s *Store) nodeFor(ctx context.Context, key string) (*node, error) {
+	if s.single != nil {
+		return s.single, nil
+	}
+	c, err := s.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	addr := c.Options().Addr
+	s.mu.Lock()
+	n := s.nodes[addr]
+	if n == nil {
+		n = newNode(s, addr, c)
+		s.nodes[addr] = n
+	}
+	s.mu.Unlock()
+	if src := n.src.Load(); src.c != pipeliner(c) {
+		n.src.Store(&pipeSource{c})
+	}
+	return n, nil
+}
+
+// followCluster refreshes the slot map while a node fails: the map moves
+// when Redis promotes a replica, and a node whose breaker is open sees no
+// traffic that would tell.
+func (s *Store) followCluster() {
+	defer s.wg.Done()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		failing := false
+		for _, n := range s.nodes {
+			if n.failedAt.Load() != 0 || n.br.isOpen() {
+				failing = true
+			}
+		}
+		s.mu.Unlock()
+		if failing {
+			s.cluster.ReloadState(context.Background())
+		}
+	}
+}
+
+// runCluster runs a script through the Cluster client, which follows MOVED
+// and ASK itself; used once a node has answered that the slot is elsewhere.
+func (s *Store) runCluster(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
+	cmd := sc.cmd(ctx, false, keys, args)
+	err := s.cluster.Process(ctx, noRetryCmd{cmd})
+	if isNoScript(err) {
+		cmd = sc.cmd(ctx, true, keys, args)
+		err = s.cluster.Process(ctx, noRetryCmd{cmd})
+	}
+	return cmd.Val(), err
+}
+
+func checkClient(client redis.UniversalClient) error {
 	const msg = "redisstore: the Redis client must set ContextTimeoutEnabled, or a hung Redis blocks checks past the store timeout"
 	switch c := client.(type) {
 	case nil:
@@ -171,7 +335,11 @@ func (s *Store) run(ctx context.Context, p *limiter.Policy, key string, cost int
 	}
 	keys := s.Keys(p, key)
 	args := []any{now, p.PeriodMicros(), p.Limit, p.Capacity(), cost, op, r.Cost, ref, offset}
-	reply, err := sc.run(ctx, s.client, keys, args)
+	n, err := s.nodeFor(ctx, keys[0])
+	if err != nil {
+		return limiter.Decision{}, fmt.Errorf("redisstore: %s: %w", sc.name, err)
+	}
+	reply, err := n.do(ctx, sc, keys, args)
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("redisstore: %s: %w", sc.name, err)
 	}
@@ -183,31 +351,19 @@ func (s *Store) run(ctx context.Context, p *limiter.Policy, key string, cost int
 	return d, nil
 }
 
-// noRetryCmd is a command go-redis must not resend after a lost reply: the
-// script may have run, and running it again would charge twice.
-type noRetryCmd struct{ *redis.Cmd }
-
-func (noRetryCmd) NoRetry() bool { return true }
-
-func (sc *script) run(ctx context.Context, c Processor, keys []string, args []any) (any, error) {
-	eval := func(name, body string) (any, error) {
-		cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-		cmdArgs = append(cmdArgs, name, body, len(keys))
-		for _, k := range keys {
-			cmdArgs = append(cmdArgs, k)
-		}
-		cmdArgs = append(cmdArgs, args...)
-		cmd := noRetryCmd{redis.NewCmd(ctx, cmdArgs...)}
-		err := c.Process(ctx, cmd)
-		return cmd.Val(), err
+// cmd is an EVALSHA of the script (EVAL with the source when full).
+func (sc *script) cmd(ctx context.Context, full bool, keys []string, args []any) *redis.Cmd {
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	if full {
+		cmdArgs = append(cmdArgs, "eval", sc.src, len(keys))
+	} else {
+		cmdArgs = append(cmdArgs, "evalsha", sc.sha, len(keys))
 	}
-	reply, err := eval("evalsha", sc.sha)
-	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		// The server lost its script cache (restart, failover, SCRIPT FLUSH).
-		// EVALSHA did not run, so sending the script itself is not a retry.
-		reply, err = eval("eval", sc.src)
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
 	}
-	return reply, err
+	cmdArgs = append(cmdArgs, args...)
+	return redis.NewCmd(ctx, cmdArgs...)
 }
 
 func decode(reply any) (limiter.Decision, error) {

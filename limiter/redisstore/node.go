@@ -1,0 +1,369 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/costgate/costgate/limiter"
+)
+
+// A node is one Redis server the store sends scripts to: the server of a
+// standalone or Sentinel client, or one master of a Cluster. Each has its
+// own queue, workers, breaker and health, so a failing node affects only
+// the keys it owns.
+//
+// A check never waits on the socket itself: it queues a call and waits for
+// its result or its deadline, whichever comes first. Workers take whatever
+// calls are queued, at once and without waiting for more, and send them in
+// one pipeline: a lone check goes out alone and at once, and under load many
+// checks share one round trip. A worker waits for the replies up to
+// ReplyWait, well past the store timeout, so a reply that comes late is still
+// read and the connection stays in the pool: a slow Redis costs checks,
+// never connections.
+type node struct {
+	addr  string
+	store *Store
+	// src sends to this node: the node's own client in a Cluster, the
+	// store's client otherwise. Replaced when the Cluster hands out a new one.
+	src   atomic.Pointer[pipeSource]
+	queue chan *call
+	br    breaker
+	oom   atomic.Bool // the last reply was an OOM error
+	// lastErr is the last store error seen on this node, for Health.
+	lastErr atomic.Pointer[string]
+	// failedAt is the time (UnixNano) of the last failure, 0 once healthy.
+	failedAt atomic.Int64
+}
+
+type pipeSource struct{ c pipeliner }
+
+// pipeliner is what a worker needs of a go-redis client.
+type pipeliner interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Pipeline() redis.Pipeliner
+}
+
+// call is one script run waiting for its worker.
+type call struct {
+	sc    *script
+	keys  []string
+	args  []any
+	state atomic.Int32
+	done  chan struct{}
+	reply any
+	err   error
+	node  *node
+}
+
+// Call states: a queued call not yet sent can be withdrawn; one sent has
+// perhaps run.
+const (
+	queued int32 = iota
+	sent
+	finished
+	abandoned
+)
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+func newNode(s *Store, addr string, src pipeliner) *node {
+	n := &node{addr: addr, store: s, queue: make(chan *call, 4096)}
+	n.src.Store(&pipeSource{src})
+	n.br.init(s.breakerThreshold, s.probeInterval)
+	for range s.pipelines {
+		s.wg.Add(1)
+		go n.work()
+	}
+	return n
+}
+
+// ErrBreakerOpen is the store error of a check that skipped a node whose
+// breaker is open: it failed repeatedly, and only a probe now and then goes
+// through until it answers again.
+var ErrBreakerOpen = limiter.ErrBreakerOpen
+
+// do runs sc on this node and waits for its reply or for ctx.
+func (n *node) do(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
+	if !n.br.allow() {
+		return nil, fmt.Errorf("node %s: %w", n.addr, ErrBreakerOpen)
+	}
+	var budget time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		budget = time.Until(dl)
+	}
+	c := callPool.Get().(*call)
+	c.sc, c.keys, c.args, c.node = sc, keys, args, n
+	c.state.Store(queued)
+	select {
+	case n.queue <- c:
+	case <-ctx.Done():
+		n.failed(ctx.Err(), true)
+		return nil, fmt.Errorf("node %s: %w", n.addr, ctx.Err())
+	case <-n.store.stop:
+		return nil, errClosed
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		if !n.abandon(c, budget) {
+			break // it finished after all
+		}
+		err := ctx.Err()
+		n.failed(err, true)
+		return nil, fmt.Errorf("node %s: %w", n.addr, err)
+	}
+	reply, err := c.reply, c.err
+	c.reply, c.err, c.keys, c.args, c.sc, c.node = nil, nil, nil, nil, nil, nil
+	callPool.Put(c)
+	return reply, err
+}
+
+// abandon gives up on c after its caller's deadline. A reply already
+// waiting in a socket of this node is not a timeout: the gateway, short of
+// CPU, has not read it yet, so the check waits a little longer for it (at
+// most the length of the caller's own budget once more). It reports whether
+// c was given up; false means it finished.
+func (n *node) abandon(c *call, budget time.Duration) bool {
+	if c.state.CompareAndSwap(queued, abandoned) {
+		return true // never sent: nothing charged
+	}
+	if budget > 0 && n.store.conns.replyWaiting(n.addr) {
+		t := time.NewTimer(budget)
+		select {
+		case <-c.done:
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+	if c.state.CompareAndSwap(sent, abandoned) {
+		return true
+	}
+	<-c.done // finished meanwhile
+	return false
+}
+
+// work is one worker: take what is queued, send it as one pipeline, deliver.
+func (n *node) work() {
+	defer n.store.wg.Done()
+	batch := make([]*call, 0, n.store.maxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case c := <-n.queue:
+			batch = append(batch, c)
+		case <-n.store.stop:
+			return
+		}
+	drain:
+		for len(batch) < cap(batch) {
+			select {
+			case c := <-n.queue:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		live := batch[:0]
+		for _, c := range batch {
+			if c.state.CompareAndSwap(queued, sent) {
+				live = append(live, c)
+			} // else abandoned by a caller whose deadline passed: dropped unsent
+		}
+		if len(live) > 0 {
+			n.exec(live)
+		}
+	}
+}
+
+// exec sends the calls as one pipeline (a lone one as one command), falls
+// back to EVAL for those the server did not know by SHA, and delivers.
+func (n *node) exec(calls []*call) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.store.replyWait)
+	defer cancel()
+	src := n.src.Load().c
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = c.sc.cmd(ctx, false, c.keys, c.args)
+	}
+	send(ctx, src, cmds)
+	var again []int
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			// EVALSHA did not run, so sending the script itself is no retry.
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		retry := make([]*redis.Cmd, len(again))
+		for j, i := range again {
+			retry[j] = calls[i].sc.cmd(ctx, true, calls[i].keys, calls[i].args)
+		}
+		send(ctx, src, retry)
+		for j, i := range again {
+			cmds[i] = retry[j]
+		}
+	}
+	healthy := false
+	for i, c := range calls {
+		reply, err := cmds[i].Val(), cmds[i].Err()
+		if err != nil && n.store.cluster != nil && isRedirect(err) {
+			// The slot moved (resharding, failover): the script did not run
+			// here, so sending it where the cluster says is no retry.
+			n.store.cluster.ReloadState(ctx)
+			reply, err = n.store.runCluster(ctx, c.sc, c.keys, c.args)
+		}
+		switch {
+		case err == nil:
+			healthy = true
+		case isOOM(err):
+			n.oom.Store(true)
+			healthy = true // it answers; it is full
+		case isServerError(err):
+			healthy = true
+		}
+		c.reply, c.err = reply, err
+		if !c.state.CompareAndSwap(sent, finished) {
+			continue // its caller gave up; the reply is read, the connection kept
+		}
+		c.done <- struct{}{}
+	}
+	if healthy {
+		n.succeeded(cmds)
+	} else {
+		n.failed(cmds[0].Err(), false)
+	}
+}
+
+// send runs cmds on src, one alone as a plain command.
+func send(ctx context.Context, src pipeliner, cmds []*redis.Cmd) {
+	if len(cmds) == 1 {
+		_ = src.Process(ctx, noRetryCmd{cmds[0]})
+		return
+	}
+	pipe := src.Pipeline()
+	for _, cmd := range cmds {
+		_ = pipe.Process(ctx, noRetryCmd{cmd})
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
+func (n *node) succeeded(cmds []*redis.Cmd) {
+	n.br.success()
+	n.failedAt.Store(0)
+	oom := false
+	for _, cmd := range cmds {
+		if isOOM(cmd.Err()) {
+			oom = true
+		}
+	}
+	if !oom {
+		n.oom.Store(false)
+	}
+}
+
+// failed records a failure of the node: a transport error, or a caller's
+// deadline passing (callerSide). The Cluster's slot map is refreshed at
+// once: the first error from a node may be its failover.
+func (n *node) failed(err error, callerSide bool) {
+	if err == nil || errors.Is(err, context.Canceled) && callerSide {
+		return
+	}
+	n.br.failure()
+	n.failedAt.Store(time.Now().UnixNano())
+	msg := err.Error()
+	n.lastErr.Store(&msg)
+	if cc := n.store.cluster; cc != nil {
+		cc.ReloadState(context.Background())
+	}
+}
+
+// noRetryCmd is a command go-redis must not resend after a lost reply: the
+// script may have run, and running it again would charge twice. go-redis
+// honours it for single commands and for whole pipelines.
+type noRetryCmd struct{ *redis.Cmd }
+
+func (noRetryCmd) NoRetry() bool { return true }
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+func isOOM(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "OOM")
+}
+
+func isRedirect(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+}
+
+// isServerError reports an error the server replied with (it is up).
+func isServerError(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := err.Error()
+	// These say the node cannot serve now: count them as failures.
+	for _, p := range []string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "BUSY"} {
+		if strings.HasPrefix(msg, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// breaker is a node's circuit breaker. It opens after threshold consecutive
+// failures; while open, one probe goes through every probeInterval, and the
+// first success closes it. The probe interval, not a long cool-down, bounds
+// how long checks skip a node that answers again: fail-open outlasts a stall
+// by at most about one probe interval.
+type breaker struct {
+	threshold int32
+	interval  int64 // ns
+	failures  atomic.Int32
+	open      atomic.Bool
+	nextProbe atomic.Int64 // UnixNano
+}
+
+func (b *breaker) init(threshold int, interval time.Duration) {
+	b.threshold, b.interval = int32(threshold), int64(interval)
+}
+
+func (b *breaker) allow() bool {
+	if !b.open.Load() {
+		return true
+	}
+	now := time.Now().UnixNano()
+	next := b.nextProbe.Load()
+	return now >= next && b.nextProbe.CompareAndSwap(next, now+b.interval)
+}
+
+func (b *breaker) success() {
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
+	}
+	if b.open.Load() {
+		b.open.Store(false)
+	}
+}
+
+func (b *breaker) failure() {
+	if b.failures.Add(1) >= b.threshold && !b.open.Load() {
+		b.nextProbe.Store(time.Now().UnixNano() + b.interval)
+		b.open.Store(true)
+	}
+}
+
+func (b *breaker) isOpen() bool { return b.open.Load() }
