@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/costgate/costgate/limiter"
 )
@@ -32,10 +33,12 @@ type ClientOptions struct {
 	// ReplyWait bounds how long a connection waits for a reply before it is
 	// given up (default 3s, the go-redis read timeout).
 	ReplyWait time.Duration
-	// PoolSize is the number of connections per node (default 16).
+	// PoolSize is the number of connections per node (default 20: one per
+	// pipeline in flight, and a few for readiness and the slot map).
 	PoolSize int
 	// MinIdleConns is the number of connections per node kept open and
-	// ready, so that no check pays a dial or a handshake (default 4).
+	// ready, so that no check pays a dial or a handshake (default PoolSize:
+	// the store warms them all).
 	MinIdleConns int
 }
 
@@ -47,9 +50,8 @@ type SentinelOptions struct {
 
 // Defaults of ClientOptions.
 const (
-	DefaultReplyWait    = 3 * time.Second
-	DefaultPoolSize     = 16
-	DefaultMinIdleConns = 4
+	DefaultReplyWait = 3 * time.Second
+	DefaultPoolSize  = 20
 )
 
 // NewClient returns a go-redis client for the deployment o names, set up
@@ -89,12 +91,16 @@ func newClient(o ClientOptions, conns *connSet) (redis.UniversalClient, error) {
 		o.PoolSize = DefaultPoolSize
 	}
 	if o.MinIdleConns == 0 {
-		o.MinIdleConns = DefaultMinIdleConns
+		o.MinIdleConns = o.PoolSize
 	}
 	o.MinIdleConns = min(o.MinIdleConns, o.PoolSize)
 	// A dial happens outside any check (the pool dials ahead), so it may take
 	// longer than a check, but not so long that a dead node holds a worker.
-	dialTimeout := min(max(20*o.Timeout, 250*time.Millisecond), time.Second)
+	dialTimeout := min(max(10*o.Timeout, 200*time.Millisecond), time.Second)
+	// Waiting for a free connection is bounded tighter: the Cluster client
+	// reloads its slot map through the same pools, and a dead node's pool,
+	// busy redialling, must not hold a reload for seconds.
+	poolTimeout := min(max(4*o.Timeout, 100*time.Millisecond), o.ReplyWait)
 	var dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 	if conns != nil {
 		dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -114,10 +120,12 @@ func newClient(o ClientOptions, conns *connSet) (redis.UniversalClient, error) {
 		c.MaxRetries = -1
 		c.DialerRetries = 1
 		c.DisableIdentity = true
+		// No CLIENT MAINT_NOTIFICATIONS at connect either: one round trip less.
+		c.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		c.DialTimeout = dialTimeout
 		c.ReadTimeout, c.WriteTimeout = o.ReplyWait, o.ReplyWait
 		c.PoolSize, c.MinIdleConns = o.PoolSize, o.MinIdleConns
-		c.PoolTimeout = o.ReplyWait
+		c.PoolTimeout = poolTimeout
 		c.PipelinePoolSize = -1 // pipelines share the warm main pool
 		c.ConnMaxIdleTime = -1  // idle connections stay warm
 	}
@@ -133,22 +141,23 @@ func newClient(o ClientOptions, conns *connSet) (redis.UniversalClient, error) {
 		var base redis.Options
 		tune(&base)
 		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 o.Cluster,
-			Dialer:                base.Dialer,
-			Username:              o.Username,
-			Password:              o.Password,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            -1,
-			DialerRetries:         base.DialerRetries,
-			DisableIdentity:       true,
-			DialTimeout:           base.DialTimeout,
-			ReadTimeout:           base.ReadTimeout,
-			WriteTimeout:          base.WriteTimeout,
-			PoolSize:              base.PoolSize,
-			MinIdleConns:          base.MinIdleConns,
-			PoolTimeout:           base.PoolTimeout,
-			PipelinePoolSize:      base.PipelinePoolSize,
-			ConnMaxIdleTime:       base.ConnMaxIdleTime,
+			Addrs:                    o.Cluster,
+			Dialer:                   base.Dialer,
+			Username:                 o.Username,
+			Password:                 o.Password,
+			ContextTimeoutEnabled:    true,
+			MaxRetries:               -1,
+			DialerRetries:            base.DialerRetries,
+			DisableIdentity:          true,
+			DialTimeout:              base.DialTimeout,
+			ReadTimeout:              base.ReadTimeout,
+			WriteTimeout:             base.WriteTimeout,
+			PoolSize:                 base.PoolSize,
+			MinIdleConns:             base.MinIdleConns,
+			PoolTimeout:              base.PoolTimeout,
+			PipelinePoolSize:         base.PipelinePoolSize,
+			ConnMaxIdleTime:          base.ConnMaxIdleTime,
+			MaintNotificationsConfig: base.MaintNotificationsConfig,
 		}), nil
 	default:
 		if o.Sentinel.Master == "" || len(o.Sentinel.Addrs) == 0 {

@@ -34,12 +34,16 @@ type node struct {
 	// store's client otherwise. Replaced when the Cluster hands out a new one.
 	src   atomic.Pointer[pipeSource]
 	queue chan *call
-	br    breaker
-	oom   atomic.Bool // the last reply was an OOM error
+	// workers run, idle of them wait for a call; more start while calls
+	// find none idle, up to the store's pipelines.
+	workers, idle atomic.Int32
+	br            breaker
+	oom           atomic.Bool // the last reply was an OOM error
 	// lastErr is the last store error seen on this node, for Health.
 	lastErr atomic.Pointer[string]
 	// failedAt is the time (UnixNano) of the last failure, 0 once healthy.
 	failedAt atomic.Int64
+	warming  atomic.Bool
 }
 
 type pipeSource struct{ c pipeliner }
@@ -77,11 +81,71 @@ func newNode(s *Store, addr string, src pipeliner) *node {
 	n := &node{addr: addr, store: s, queue: make(chan *call, 4096)}
 	n.src.Store(&pipeSource{src})
 	n.br.init(s.breakerThreshold, s.probeInterval)
-	for range s.pipelines {
-		s.wg.Add(1)
-		go n.work()
-	}
+	n.spawn()
 	return n
+}
+
+// warm readies the node's pool: go-redis dials idle connections ahead
+// (MinIdleConns) but says HELLO only on a connection's first use, which
+// would then be some check's. Holding as many connections at once as the
+// pool has, warm makes each say HELLO and load the scripts, outside any
+// check. It runs when the node appears and again after it failed.
+func (n *node) warm(bound time.Duration) {
+	if !n.warming.CompareAndSwap(false, true) {
+		return
+	}
+	defer n.warming.Store(false)
+	c, ok := n.src.Load().c.(*redis.Client)
+	if !ok {
+		return // a Ring: its shards warm on first use
+	}
+	size := min(c.Options().PoolSize, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	load := func(p redis.Pipeliner) {
+		for _, sc := range n.store.scripts {
+			p.ScriptLoad(ctx, sc.src)
+		}
+		_, _ = p.Exec(ctx)
+	}
+	var wg sync.WaitGroup
+	if !n.store.ownDialer {
+		// go-redis races on its options when Conns of one client say HELLO
+		// with maintenance notifications in auto mode (NewClient turns them
+		// off): warm through the client itself, as many pipelines at once as
+		// the pool has (most then hold a connection of their own).
+		start := make(chan struct{})
+		for range size {
+			wg.Go(func() { <-start; load(c.Pipeline()) })
+		}
+		close(start)
+		wg.Wait()
+		return
+	}
+	conns := make([]*redis.Conn, size)
+	for i := range conns {
+		conns[i] = c.Conn() // each holds a connection of its own until Close
+		wg.Go(func() { load(conns[i].Pipeline()) })
+	}
+	wg.Wait()
+	for _, cn := range conns {
+		cn.Close()
+	}
+}
+
+// spawn starts a worker unless the node has as many as it may.
+func (n *node) spawn() {
+	for {
+		w := n.workers.Load()
+		if int(w) >= n.store.pipelines {
+			return
+		}
+		if n.workers.CompareAndSwap(w, w+1) {
+			break
+		}
+	}
+	n.store.wg.Add(1)
+	go n.work()
 }
 
 // ErrBreakerOpen is the store error of a check that skipped a node whose
@@ -103,6 +167,11 @@ func (n *node) do(ctx context.Context, sc *script, keys []string, args []any) (a
 	c.state.Store(queued)
 	select {
 	case n.queue <- c:
+		if n.idle.Load() == 0 {
+			// Every pipeline is on its way: one more, rather than wait for
+			// a round trip to end (a slow Redis would then fail checks).
+			n.spawn()
+		}
 	case <-ctx.Done():
 		n.failed(ctx.Err(), true)
 		return nil, fmt.Errorf("node %s: %w", n.addr, ctx.Err())
@@ -156,8 +225,10 @@ func (n *node) work() {
 	batch := make([]*call, 0, n.store.maxBatch)
 	for {
 		batch = batch[:0]
+		n.idle.Add(1)
 		select {
 		case c := <-n.queue:
+			n.idle.Add(-1)
 			batch = append(batch, c)
 		case <-n.store.stop:
 			return
@@ -212,6 +283,8 @@ func (n *node) exec(calls []*call) {
 		}
 	}
 	healthy := false
+	replies := make([]any, len(calls))
+	errs := make([]error, len(calls))
 	for i, c := range calls {
 		reply, err := cmds[i].Val(), cmds[i].Err()
 		if err != nil && n.store.cluster != nil && isRedirect(err) {
@@ -221,24 +294,24 @@ func (n *node) exec(calls []*call) {
 			reply, err = n.store.runCluster(ctx, c.sc, c.keys, c.args)
 		}
 		switch {
-		case err == nil:
-			healthy = true
-		case isOOM(err):
-			n.oom.Store(true)
-			healthy = true // it answers; it is full
-		case isServerError(err):
-			healthy = true
+		case err == nil, isServerError(err):
+			healthy = true // it answers
 		}
-		c.reply, c.err = reply, err
+		replies[i], errs[i] = reply, err
+	}
+	// The node's health first, so that whoever reads it after a check
+	// returned sees what that check saw.
+	if healthy {
+		n.succeeded(errs)
+	} else {
+		n.failed(errs[0], false)
+	}
+	for i, c := range calls {
+		c.reply, c.err = replies[i], errs[i]
 		if !c.state.CompareAndSwap(sent, finished) {
 			continue // its caller gave up; the reply is read, the connection kept
 		}
 		c.done <- struct{}{}
-	}
-	if healthy {
-		n.succeeded(cmds)
-	} else {
-		n.failed(cmds[0].Err(), false)
 	}
 }
 
@@ -255,18 +328,17 @@ func send(ctx context.Context, src pipeliner, cmds []*redis.Cmd) {
 	_, _ = pipe.Exec(ctx)
 }
 
-func (n *node) succeeded(cmds []*redis.Cmd) {
+func (n *node) succeeded(errs []error) {
 	n.br.success()
-	n.failedAt.Store(0)
+	if n.failedAt.Load() != 0 {
+		n.failedAt.Store(0)
+		go n.warm(n.store.replyWait) // connections were lost: ready new ones
+	}
 	oom := false
-	for _, cmd := range cmds {
-		if isOOM(cmd.Err()) {
-			oom = true
-		}
+	for _, err := range errs {
+		oom = oom || isOOM(err)
 	}
-	if !oom {
-		n.oom.Store(false)
-	}
+	n.oom.Store(oom)
 }
 
 // failed records a failure of the node: a transport error, or a caller's

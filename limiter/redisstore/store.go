@@ -50,7 +50,7 @@ const DefaultKeyPrefix = "rl:"
 
 // Defaults of Options.
 const (
-	DefaultPipelines        = 4
+	DefaultPipelines        = 16
 	DefaultMaxBatch         = 128
 	DefaultBreakerThreshold = 5
 	DefaultProbeInterval    = 50 * time.Millisecond
@@ -63,8 +63,10 @@ type Options struct {
 	// Clock, when set, replaces Redis TIME (tests). Production leaves it nil so
 	// that every gateway shares the server's clock.
 	Clock func() time.Time
-	// Pipelines is the number of pipelines each node keeps in flight at once
-	// (default 4); each batches the checks queued while the others travel.
+	// Pipelines bounds the pipelines each node has in flight at once
+	// (default 16). One more starts whenever a check finds every pipeline
+	// on its way, so that no check waits for another's round trip; each
+	// carries the checks queued while the others travel.
 	Pipelines int
 	// MaxBatch bounds the checks sent in one pipeline (default 128).
 	MaxBatch int
@@ -92,6 +94,7 @@ type Store struct {
 	replyWait, probeInterval              time.Duration
 
 	conns      *connSet
+	ownDialer  bool // the client is NewClient's, its dialer registers conns
 	ownsClient bool
 	single     *node // every check, unless Cluster
 	mu         sync.Mutex
@@ -174,16 +177,26 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 		s.scripts[alg] = &script{name: string(alg), src: src, sha: hex.EncodeToString(sum[:])}
 	}
 	if conns != nil {
-		s.conns = conns
+		s.conns, s.ownDialer = conns, true
 	} else {
 		client.AddHook(s.conns.hook())
 	}
+	// Ready the pools before the first check (bounded: a Redis that is down
+	// now must not hold the gateway's start).
+	const warmBound = time.Second
 	if cc, ok := client.(*redis.ClusterClient); ok {
 		s.cluster = cc
+		ctx, cancel := context.WithTimeout(context.Background(), warmBound)
+		_ = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			s.addNode(c).warm(warmBound)
+			return nil
+		})
+		cancel()
 		s.wg.Add(1)
 		go s.followCluster()
 	} else {
 		s.single = newNode(s, "", client)
+		s.single.warm(warmBound)
 	}
 	return s, nil
 }
@@ -211,18 +224,27 @@ func (s *Store) nodeFor(ctx context.Context, key string) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.addNode(c), nil
+}
+
+// addNode returns the node of a Cluster master, made on first sight and
+// warmed in the background, its client kept current.
+func (s *Store) addNode(c *redis.Client) *node {
 	addr := c.Options().Addr
 	s.mu.Lock()
 	n := s.nodes[addr]
-	if n == nil {
+	fresh := n == nil
+	if fresh {
 		n = newNode(s, addr, c)
 		s.nodes[addr] = n
 	}
 	s.mu.Unlock()
-	if src := n.src.Load(); src.c != pipeliner(c) {
+	if fresh {
+		go n.warm(s.replyWait)
+	} else if src := n.src.Load(); src.c != pipeliner(c) {
 		n.src.Store(&pipeSource{c})
 	}
-	return n, nil
+	return n
 }
 
 // followCluster refreshes the slot map while a node fails: the map moves

@@ -162,11 +162,11 @@ func copyChunks(dst, src net.Conn, latency *atomic.Int64) {
 		}
 	}()
 	defer func() { close(queue); <-done }()
+	buf := make([]byte, 32<<10)
 	for {
-		buf := make([]byte, 32<<10)
 		n, err := src.Read(buf)
 		if n > 0 {
-			queue <- chunk{due: time.Now().Add(time.Duration(latency.Load())), data: buf[:n]}
+			queue <- chunk{due: time.Now().Add(time.Duration(latency.Load())), data: append([]byte(nil), buf[:n]...)}
 		}
 		if err != nil {
 			return
