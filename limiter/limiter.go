@@ -105,7 +105,13 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, key string, cost int64) 
 // made are undone so that a denied request consumes nothing anywhere. It
 // returns every decision made (the denying one last) and whether the request
 // may proceed.
+//
+// A store that implements BatchStore charges them all in one step (one
+// round trip to Redis, whatever the number of policies).
 func (l *Limiter) AllowAll(ctx context.Context, reqs []Request) ([]Decision, bool) {
+	if bs, ok := l.store.(BatchStore); ok && len(reqs) > 1 {
+		return l.allowBatch(ctx, bs, reqs)
+	}
 	decisions := make([]Decision, 0, len(reqs))
 	for _, r := range reqs {
 		r.Cost = max(r.Cost, 1)
@@ -119,12 +125,108 @@ func (l *Limiter) AllowAll(ctx context.Context, reqs []Request) ([]Decision, boo
 	return decisions, true
 }
 
+// allowBatch is AllowAll over a BatchStore.
+func (l *Limiter) allowBatch(ctx context.Context, bs BatchStore, reqs []Request) ([]Decision, bool) {
+	var start time.Time
+	if l.observe != nil {
+		start = time.Now()
+	}
+	rs := make([]Request, len(reqs))
+	for i, r := range reqs {
+		r.Cost = max(r.Cost, 1)
+		rs[i] = r
+		if r.Policy.LocalCache && r.Policy.EffectiveMode() == Enforce {
+			if d, ok := l.denied.get(denyKey{r.Policy, r.Key}, r.Cost, time.Now()); ok {
+				// Known denied: nothing else need be asked or charged.
+				d.Policy = r.Policy
+				d = l.settle(d)
+				l.observeAll(start, []Decision{d}, nil)
+				return []Decision{d}, false
+			}
+		}
+	}
+	sent := time.Now()
+	var ds []Decision
+	var err error
+	if l.storeIsLocal() || l.timeout <= 0 {
+		ds, err = bs.TakeAll(ctx, rs)
+	} else {
+		tctx, cancel := context.WithTimeout(ctx, l.timeout)
+		ds, err = bs.TakeAll(tctx, rs)
+		cancel()
+	}
+	var perr *PolicyError
+	switch {
+	case errors.As(err, &perr):
+		d := Decision{Policy: perr.policyOf(rs), Err: err, Outcome: ErrorDenied}
+		d.Limit, d.Cost = d.Policy.Capacity(), costOf(rs, d.Policy)
+		l.logStoreError(slog.LevelError, d.Policy, "rate limit policy is invalid; denying", "err", err)
+		l.observeAll(start, []Decision{d}, err)
+		return []Decision{d}, false
+	case err != nil:
+		// Each policy's on_store_error decides, in order, all or nothing.
+		out := make([]Decision, 0, len(rs))
+		for _, r := range rs {
+			d := l.onStoreError(ctx, r, err)
+			out = append(out, d)
+			if !d.Allowed {
+				l.undo(ctx, rs, out[:len(out)-1])
+				l.observeAll(start, out, err)
+				return out, false
+			}
+		}
+		l.observeAll(start, out, err)
+		return out, true
+	}
+	allowed := len(ds) == len(rs)
+	for i := range ds {
+		r := rs[i]
+		ds[i].Policy, ds[i].Cost = r.Policy, r.Cost
+		if r.Policy.LocalCache && !ds[i].Allowed {
+			l.denied.put(denyKey{r.Policy, r.Key}, ds[i], sent)
+		}
+		ds[i] = l.settle(ds[i])
+		allowed = allowed && ds[i].Allowed
+	}
+	l.observeAll(start, ds, nil)
+	return ds, allowed
+}
+
+func (l *Limiter) observeAll(start time.Time, ds []Decision, err error) {
+	if l.observe == nil {
+		return
+	}
+	took := time.Since(start)
+	for _, d := range ds {
+		l.observe(Event{Policy: d.Policy.Name, Outcome: d.Outcome, Store: l.storeName, Duration: took, Err: err})
+	}
+}
+
+// policyOf returns the request's policy e names (the first when none does).
+func (e *PolicyError) policyOf(rs []Request) *Policy {
+	for _, r := range rs {
+		if r.Policy.Name == e.Policy {
+			return r.Policy
+		}
+	}
+	return rs[0].Policy
+}
+
+func costOf(rs []Request, p *Policy) int64 {
+	for _, r := range rs {
+		if r.Policy == p {
+			return r.Cost
+		}
+	}
+	return 1
+}
+
 // undo gives back what the granted decisions charged, newest first.
 func (l *Limiter) undo(ctx context.Context, reqs []Request, granted []Decision) {
 	for i := len(granted) - 1; i >= 0; i-- {
 		d := granted[i]
-		if d.Receipt.Cost == 0 || d.Err != nil {
-			continue
+		if d.Receipt.Cost == 0 || d.Err != nil && d.Outcome != ErrorLocal {
+			continue // nothing charged, or the store failed: nothing to give back
 		}
 		store := l.store
 		p := reqs[i].Policy

@@ -61,7 +61,7 @@ type call struct {
 	args  []any
 	state atomic.Int32
 	done  chan struct{}
-	reply any
+	reply []int64
 	err   error
 	node  *node
 }
@@ -154,7 +154,7 @@ func (n *node) spawn() {
 var ErrBreakerOpen = limiter.ErrBreakerOpen
 
 // do runs sc on this node and waits for its reply or for ctx.
-func (n *node) do(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
+func (n *node) do(ctx context.Context, sc *script, keys []string, args []any) ([]int64, error) {
 	if !n.br.allow() {
 		return nil, fmt.Errorf("node %s: %w", n.addr, ErrBreakerOpen)
 	}
@@ -260,7 +260,7 @@ func (n *node) exec(calls []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.store.replyWait)
 	defer cancel()
 	src := n.src.Load().c
-	cmds := make([]*redis.Cmd, len(calls))
+	cmds := make([]*redis.IntSliceCmd, len(calls))
 	for i, c := range calls {
 		cmds[i] = c.sc.cmd(ctx, false, c.keys, c.args)
 	}
@@ -273,7 +273,7 @@ func (n *node) exec(calls []*call) {
 		}
 	}
 	if len(again) > 0 {
-		retry := make([]*redis.Cmd, len(again))
+		retry := make([]*redis.IntSliceCmd, len(again))
 		for j, i := range again {
 			retry[j] = calls[i].sc.cmd(ctx, true, calls[i].keys, calls[i].args)
 		}
@@ -283,7 +283,7 @@ func (n *node) exec(calls []*call) {
 		}
 	}
 	healthy := false
-	replies := make([]any, len(calls))
+	replies := make([][]int64, len(calls))
 	errs := make([]error, len(calls))
 	for i, c := range calls {
 		reply, err := cmds[i].Val(), cmds[i].Err()
@@ -316,7 +316,7 @@ func (n *node) exec(calls []*call) {
 }
 
 // send runs cmds on src, one alone as a plain command.
-func send(ctx context.Context, src pipeliner, cmds []*redis.Cmd) {
+func send(ctx context.Context, src pipeliner, cmds []*redis.IntSliceCmd) {
 	if len(cmds) == 1 {
 		_ = src.Process(ctx, noRetryCmd{cmds[0]})
 		return
@@ -360,7 +360,7 @@ func (n *node) failed(err error, callerSide bool) {
 // noRetryCmd is a command go-redis must not resend after a lost reply: the
 // script may have run, and running it again would charge twice. go-redis
 // honours it for single commands and for whole pipelines.
-type noRetryCmd struct{ *redis.Cmd }
+type noRetryCmd struct{ *redis.IntSliceCmd }
 
 func (noRetryCmd) NoRetry() bool { return true }
 

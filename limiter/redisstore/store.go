@@ -89,6 +89,8 @@ type Store struct {
 	prefix  string
 	clock   func() time.Time
 	scripts map[limiter.Algorithm]*script
+	multi   *script
+	consts  sync.Map // *limiter.Policy → []any: its period, limit and capacity, boxed once
 
 	pipelines, maxBatch, breakerThreshold int
 	replyWait, probeInterval              time.Duration
@@ -111,6 +113,52 @@ var luaFiles embed.FS
 
 type script struct {
 	name, src, sha string
+}
+
+// algCodes number the algorithms for the multi-policy script.
+var algCodes = map[limiter.Algorithm]int{
+	limiter.TokenBucket: 1, limiter.LeakyBucket: 2, limiter.SlidingLog: 3, limiter.SlidingWindow: 4, limiter.FixedWindow: 5,
+}
+
+// loadScripts builds one script per algorithm and the multi-policy script
+// from the embedded Lua.
+func (s *Store) loadScripts() error {
+	read := func(name string) (string, error) {
+		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			return "", fmt.Errorf("redisstore: %w", err)
+		}
+		return string(b), nil
+	}
+	prelude, err := read("prelude")
+	if err != nil {
+		return err
+	}
+	multi, err := read("multi")
+	if err != nil {
+		return err
+	}
+	all := prelude
+	for _, alg := range limiter.Algorithms() {
+		body, err := read(string(alg))
+		if err != nil {
+			return err
+		}
+		all += "\n" + body
+		// One policy: ARGV now, period, limit, capacity, cost, undo (0|1),
+		// receipt ref, window offset.
+		src := prelude + "\n" + body + "\nlocal r, w = " + string(alg) +
+			"(KEYS[1], KEYS[2], clock(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8]))\n" +
+			"if w then w() end\nreturn r\n"
+		s.scripts[alg] = newScript(string(alg), src)
+	}
+	s.multi = newScript("multi", all+"\n"+multi)
+	return nil
+}
+
+func newScript(name, src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
 }
 
 var errClosed = errors.New("redisstore: store closed")
@@ -163,18 +211,8 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 			s.probeInterval = opts.ProbeInterval
 		}
 	}
-	prelude, err := luaFiles.ReadFile("lua/prelude.lua")
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
-	}
-	for _, alg := range limiter.Algorithms() {
-		body, err := luaFiles.ReadFile("lua/" + string(alg) + ".lua")
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: %w", err)
-		}
-		src := string(prelude) + "\n" + string(body)
-		sum := sha1.Sum([]byte(src))
-		s.scripts[alg] = &script{name: string(alg), src: src, sha: hex.EncodeToString(sum[:])}
+	if err := s.loadScripts(); err != nil {
+		return nil, err
 	}
 	if conns != nil {
 		s.conns, s.ownDialer = conns, true
@@ -276,7 +314,7 @@ func (s *Store) followCluster() {
 
 // runCluster runs a script through the Cluster client, which follows MOVED
 // and ASK itself; used once a node has answered that the slot is elsewhere.
-func (s *Store) runCluster(ctx context.Context, sc *script, keys []string, args []any) (any, error) {
+func (s *Store) runCluster(ctx context.Context, sc *script, keys []string, args []any) ([]int64, error) {
 	cmd := sc.cmd(ctx, false, keys, args)
 	err := s.cluster.Process(ctx, noRetryCmd{cmd})
 	if isNoScript(err) {
@@ -343,20 +381,26 @@ func (s *Store) run(ctx context.Context, p *limiter.Policy, key string, cost int
 	if sc == nil {
 		return limiter.Decision{}, &limiter.PolicyError{Policy: p.Name, Field: "algorithm", Reason: fmt.Sprintf("unknown algorithm %q", p.Algorithm)}
 	}
-	now := ""
+	var now any = ""
 	if s.clock != nil {
-		now = strconv.FormatInt(s.clock().UnixMicro(), 10)
-	}
-	ref := r.Entry
-	if p.Algorithm == limiter.SlidingWindow || p.Algorithm == limiter.FixedWindow {
-		ref = strconv.FormatInt(r.Window, 10)
-	}
-	var offset int64
-	if p.Algorithm == limiter.FixedWindow {
-		offset = p.WindowOffset(key)
+		now = s.clock().UnixMicro()
 	}
 	keys := s.Keys(p, key)
-	args := []any{now, p.PeriodMicros(), p.Limit, p.Capacity(), cost, op, r.Cost, ref, offset}
+	args := make([]any, 0, 8)
+	args = append(args, now)
+	args = append(args, s.policyConsts(p)...)
+	if op == "undo" {
+		var ref any = r.Entry
+		if p.Algorithm == limiter.SlidingWindow || p.Algorithm == limiter.FixedWindow {
+			ref = r.Window
+		}
+		args = append(args, r.Cost, 1, ref)
+	} else {
+		args = append(args, cost, 0, "")
+	}
+	if p.Algorithm == limiter.FixedWindow {
+		args = append(args, p.WindowOffset(key))
+	}
 	n, err := s.nodeFor(ctx, keys[0])
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("redisstore: %s: %w", sc.name, err)
@@ -365,16 +409,25 @@ func (s *Store) run(ctx context.Context, p *limiter.Policy, key string, cost int
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("redisstore: %s: %w", sc.name, err)
 	}
-	d, err := decode(reply)
-	if err != nil {
-		return limiter.Decision{}, fmt.Errorf("redisstore: %s: %w", sc.name, err)
+	if len(reply) != replyLen {
+		return limiter.Decision{}, fmt.Errorf("redisstore: %s: unexpected reply %v", sc.name, reply)
 	}
-	d.Limit = p.Capacity()
-	return d, nil
+	return decode(p, reply), nil
+}
+
+// policyConsts returns p's period, limit and capacity boxed for the
+// arguments of a script, made once per policy.
+func (s *Store) policyConsts(p *limiter.Policy) []any {
+	if v, ok := s.consts.Load(p); ok {
+		return v.([]any)
+	}
+	c := []any{p.PeriodMicros(), p.Limit, p.Capacity()}
+	v, _ := s.consts.LoadOrStore(p, c)
+	return v.([]any)
 }
 
 // cmd is an EVALSHA of the script (EVAL with the source when full).
-func (sc *script) cmd(ctx context.Context, full bool, keys []string, args []any) *redis.Cmd {
+func (sc *script) cmd(ctx context.Context, full bool, keys []string, args []any) *redis.IntSliceCmd {
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	if full {
 		cmdArgs = append(cmdArgs, "eval", sc.src, len(keys))
@@ -385,33 +438,33 @@ func (sc *script) cmd(ctx context.Context, full bool, keys []string, args []any)
 		cmdArgs = append(cmdArgs, k)
 	}
 	cmdArgs = append(cmdArgs, args...)
-	return redis.NewCmd(ctx, cmdArgs...)
+	return redis.NewIntSliceCmd(ctx, cmdArgs...)
 }
 
-func decode(reply any) (limiter.Decision, error) {
-	vals, ok := reply.([]any)
-	if !ok || len(vals) != 9 {
-		return limiter.Decision{}, fmt.Errorf("unexpected reply %v", reply)
-	}
-	var n [8]int64
-	for i := range n {
-		v, ok := vals[i].(int64)
-		if !ok {
-			return limiter.Decision{}, fmt.Errorf("unexpected reply field %d: %v", i, vals[i])
-		}
-		n[i] = v
-	}
-	entry, _ := vals[8].(string)
+// replyLen is the length of one policy's reply.
+const replyLen = 8
+
+// decode reads one policy's reply: allowed, remaining, retry, reset, delay
+// (µs), exceeds, receipt cost, receipt ref (window start, or sliding_log
+// sequence number).
+func decode(p *limiter.Policy, v []int64) limiter.Decision {
 	d := limiter.Decision{
-		Allowed:         n[0] == 1,
-		Remaining:       n[1],
-		RetryAfter:      time.Duration(n[2]) * time.Microsecond,
-		ResetAfter:      time.Duration(n[3]) * time.Microsecond,
-		Delay:           time.Duration(n[4]) * time.Microsecond,
-		ExceedsCapacity: n[5] == 1,
+		Allowed:         v[0] == 1,
+		Limit:           p.Capacity(),
+		Remaining:       v[1],
+		RetryAfter:      time.Duration(v[2]) * time.Microsecond,
+		ResetAfter:      time.Duration(v[3]) * time.Microsecond,
+		Delay:           time.Duration(v[4]) * time.Microsecond,
+		ExceedsCapacity: v[5] == 1,
 	}
-	if n[6] > 0 {
-		d.Receipt = limiter.Receipt{Cost: n[6], Window: n[7], Entry: entry}
+	if v[6] > 0 {
+		d.Receipt.Cost = v[6]
+		switch p.Algorithm {
+		case limiter.SlidingLog:
+			d.Receipt.Entry = strconv.FormatInt(v[7], 10) + ":" + strconv.FormatInt(v[6], 10)
+		case limiter.SlidingWindow, limiter.FixedWindow:
+			d.Receipt.Window = v[7]
+		}
 	}
-	return d, nil
+	return d
 }
