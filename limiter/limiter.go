@@ -58,6 +58,7 @@ type Limiter struct {
 	timeout   time.Duration
 	local     Store
 	gateways  int
+	selfTimed bool // the store bounds its calls itself (SelfTimed)
 
 	localPolicies sync.Map // *Policy → *Policy with limit/gateways
 	logGates      sync.Map // policy name → *logGate
@@ -82,6 +83,10 @@ func New(store Store, opts ...Option) (*Limiter, error) {
 	}
 	if l.logger == nil {
 		l.logger = slog.Default()
+	}
+	if st, ok := store.(SelfTimed); ok && !l.storeIsLocal() {
+		st.BoundCalls(l.timeout)
+		l.selfTimed = true
 	}
 	return l, nil
 }
@@ -148,7 +153,7 @@ func (l *Limiter) allowBatch(ctx context.Context, bs BatchStore, reqs []Request)
 	sent := time.Now()
 	var ds []Decision
 	var err error
-	if l.storeIsLocal() || l.timeout <= 0 {
+	if l.selfTimed || l.storeIsLocal() || l.timeout <= 0 {
 		ds, err = bs.TakeAll(ctx, rs)
 	} else {
 		tctx, cancel := context.WithTimeout(ctx, l.timeout)
@@ -429,7 +434,7 @@ func (l *Limiter) storeIsLocal() bool {
 type Local interface{ Local() bool }
 
 func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, error)) (Decision, error) {
-	if l.storeIsLocal() {
+	if l.selfTimed || l.storeIsLocal() {
 		return f(ctx)
 	}
 	if l.timeout > 0 {

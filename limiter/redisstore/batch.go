@@ -118,8 +118,19 @@ func (s *Store) TakeAll(ctx context.Context, reqs []limiter.Request) ([]limiter.
 // takeGroup runs the multi-policy script for requests whose keys share a
 // slot on node n.
 func (s *Store) takeGroup(ctx context.Context, n *node, reqs []limiter.Request) ([]limiter.Decision, error) {
-	keys := make([]string, 0, len(reqs)+1)
-	args := make([]any, 0, 1+7*len(reqs))
+	nkeys := 0
+	for _, r := range reqs {
+		nkeys++
+		if r.Policy.Algorithm == limiter.SlidingLog {
+			nkeys++
+		}
+	}
+	args := s.multi.args(nkeys, nkeys+1+7*len(reqs))
+	for _, r := range reqs {
+		for _, k := range s.Keys(r.Policy, r.Key) {
+			args = append(args, k)
+		}
+	}
 	if s.clock != nil {
 		args = append(args, s.clock().UnixMicro())
 	} else {
@@ -127,7 +138,6 @@ func (s *Store) takeGroup(ctx context.Context, n *node, reqs []limiter.Request) 
 	}
 	for _, r := range reqs {
 		p := r.Policy
-		keys = append(keys, s.Keys(p, r.Key)...)
 		enforce := 0
 		if p.EffectiveMode() == limiter.Enforce {
 			enforce = 1
@@ -140,7 +150,7 @@ func (s *Store) takeGroup(ctx context.Context, n *node, reqs []limiter.Request) 
 		args = append(args, s.policyConsts(p)...)
 		args = append(args, r.Cost, enforce, offset)
 	}
-	reply, err := n.do(ctx, s.multi, keys, args)
+	reply, err := n.do(ctx, s.multi, args)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: multi: %w", err)
 	}

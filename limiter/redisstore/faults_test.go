@@ -233,12 +233,18 @@ func connectionsReceived(t *testing.T, srv *redistest.Server) int64 {
 }
 
 // A Redis slower than usual but under the timeout never fails a check: with
-// 10, 20 and 40ms added to every reply under a 50ms timeout, no check fails,
+// 10, 20 and 40ms added to every reply under a 50ms timeout (100ms under the
+// race detector, which slows the client several times over and leaves the
+// 40ms case no margin on two shared cores), no check fails,
 // admissions stay exact, and the client opens no more connections than its
 // pool holds (counted at the proxy).
 func TestSlowRedisFailsNoCheck(t *testing.T) {
 	srv := redistest.StartServer(t)
 	const poolSize = 20
+	timeout := storeTimeout
+	if raceEnabled {
+		timeout = 2 * storeTimeout
+	}
 	for _, latency := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond} {
 		t.Run(latency.String(), func(t *testing.T) {
 			proxy := startProxyProcess(t, srv.Addr())
@@ -246,8 +252,8 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 			before := connectionsReceived(t, srv)
 			var limiters []*limiter.Limiter
 			for range 3 { // three gateways, each with its own client and pool
-				s := open(t, redisstore.ClientOptions{URL: "redis://" + proxy.addr, PoolSize: poolSize}, prefix)
-				limiters = append(limiters, newLimiterOver(t, s))
+				s := open(t, redisstore.ClientOptions{URL: "redis://" + proxy.addr, PoolSize: poolSize, Timeout: timeout}, prefix)
+				limiters = append(limiters, newLimiterWith(t, s, timeout))
 			}
 			warm := connectionsReceived(t, srv) - before - 1
 			proxy.setLatency(t, latency)
@@ -268,7 +274,7 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 				}
 			}
 			if errs > 0 {
-				t.Errorf("%d of %d checks failed with Redis %s slower, under a %s timeout", errs, len(l.samples), latency, storeTimeout)
+				t.Errorf("%d of %d checks failed with Redis %s slower, under a %s timeout", errs, len(l.samples), latency, timeout)
 			}
 			if want := min(100, len(l.samples)); admitted != want {
 				t.Errorf("admitted %d of %d, want exactly %d", admitted, len(l.samples), want)

@@ -57,8 +57,7 @@ type pipeliner interface {
 // call is one script run waiting for its worker.
 type call struct {
 	sc    *script
-	keys  []string
-	args  []any
+	args  []any // EVALSHA's: sha, number of keys, keys, arguments
 	state atomic.Int32
 	done  chan struct{}
 	reply []int64
@@ -76,6 +75,13 @@ const (
 )
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+// timerPool holds the timers that bound checks: none is made per check.
+var timerPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
 
 func newNode(s *Store, addr string, src pipeliner) *node {
 	n := &node{addr: addr, store: s, queue: make(chan *call, 4096)}
@@ -106,6 +112,7 @@ func (n *node) warm(bound time.Duration) {
 		for _, sc := range n.store.scripts {
 			p.ScriptLoad(ctx, sc.src)
 		}
+		p.ScriptLoad(ctx, n.store.multi.src)
 		_, _ = p.Exec(ctx)
 	}
 	var wg sync.WaitGroup
@@ -154,17 +161,25 @@ func (n *node) spawn() {
 var ErrBreakerOpen = limiter.ErrBreakerOpen
 
 // do runs sc on this node and waits for its reply or for ctx.
-func (n *node) do(ctx context.Context, sc *script, keys []string, args []any) ([]int64, error) {
+func (n *node) do(ctx context.Context, sc *script, args []any) ([]int64, error) {
 	if !n.br.allow() {
 		return nil, fmt.Errorf("node %s: %w", n.addr, ErrBreakerOpen)
 	}
-	var budget time.Duration
+	budget := time.Duration(n.store.callTimeout.Load())
 	if dl, ok := ctx.Deadline(); ok {
-		budget = time.Until(dl)
+		if left := time.Until(dl); budget == 0 || left < budget {
+			budget = left
+		}
+	}
+	if budget == 0 {
+		budget = n.store.replyWait
 	}
 	c := callPool.Get().(*call)
-	c.sc, c.keys, c.args, c.node = sc, keys, args, n
+	c.sc, c.args, c.node = sc, args, n
 	c.state.Store(queued)
+	t := timerPool.Get().(*time.Timer)
+	t.Reset(budget)
+	defer func() { t.Stop(); timerPool.Put(t) }()
 	select {
 	case n.queue <- c:
 		if n.idle.Load() == 0 {
@@ -172,24 +187,32 @@ func (n *node) do(ctx context.Context, sc *script, keys []string, args []any) ([
 			// a round trip to end (a slow Redis would then fail checks).
 			n.spawn()
 		}
+	case <-t.C:
+		n.failed(context.DeadlineExceeded, true)
+		return nil, fmt.Errorf("node %s: %w", n.addr, context.DeadlineExceeded)
 	case <-ctx.Done():
 		n.failed(ctx.Err(), true)
 		return nil, fmt.Errorf("node %s: %w", n.addr, ctx.Err())
 	case <-n.store.stop:
 		return nil, errClosed
 	}
+	var err error
 	select {
 	case <-c.done:
+	case <-t.C:
+		err = context.DeadlineExceeded
 	case <-ctx.Done():
-		if !n.abandon(c, budget) {
-			break // it finished after all
+		err = ctx.Err()
+	}
+	if err != nil {
+		if n.abandon(c, budget) {
+			n.failed(err, true)
+			return nil, fmt.Errorf("node %s: %w", n.addr, err)
 		}
-		err := ctx.Err()
-		n.failed(err, true)
-		return nil, fmt.Errorf("node %s: %w", n.addr, err)
+		// it finished after all
 	}
 	reply, err := c.reply, c.err
-	c.reply, c.err, c.keys, c.args, c.sc, c.node = nil, nil, nil, nil, nil, nil
+	c.reply, c.err, c.args, c.sc, c.node = nil, nil, nil, nil, nil
 	callPool.Put(c)
 	return reply, err
 }
@@ -257,12 +280,16 @@ func (n *node) work() {
 // exec sends the calls as one pipeline (a lone one as one command), falls
 // back to EVAL for those the server did not know by SHA, and delivers.
 func (n *node) exec(calls []*call) {
-	ctx, cancel := context.WithTimeout(context.Background(), n.store.replyWait)
-	defer cancel()
+	ctx := context.Background() // the client's read timeout bounds the wait
+	if n.store.needDeadline {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.store.replyWait)
+		defer cancel()
+	}
 	src := n.src.Load().c
 	cmds := make([]*redis.IntSliceCmd, len(calls))
 	for i, c := range calls {
-		cmds[i] = c.sc.cmd(ctx, false, c.keys, c.args)
+		cmds[i] = redis.NewIntSliceCmd(ctx, c.args...)
 	}
 	send(ctx, src, cmds)
 	var again []int
@@ -275,7 +302,7 @@ func (n *node) exec(calls []*call) {
 	if len(again) > 0 {
 		retry := make([]*redis.IntSliceCmd, len(again))
 		for j, i := range again {
-			retry[j] = calls[i].sc.cmd(ctx, true, calls[i].keys, calls[i].args)
+			retry[j] = redis.NewIntSliceCmd(ctx, calls[i].sc.eval(calls[i].args)...)
 		}
 		send(ctx, src, retry)
 		for j, i := range again {
@@ -291,7 +318,7 @@ func (n *node) exec(calls []*call) {
 			// The slot moved (resharding, failover): the script did not run
 			// here, so sending it where the cluster says is no retry.
 			n.store.cluster.ReloadState(ctx)
-			reply, err = n.store.runCluster(ctx, c.sc, c.keys, c.args)
+			reply, err = n.store.runCluster(ctx, c.sc, c.args)
 		}
 		switch {
 		case err == nil, isServerError(err):

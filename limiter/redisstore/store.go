@@ -38,6 +38,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -95,15 +96,19 @@ type Store struct {
 	pipelines, maxBatch, breakerThreshold int
 	replyWait, probeInterval              time.Duration
 
-	conns      *connSet
-	ownDialer  bool // the client is NewClient's, its dialer registers conns
-	ownsClient bool
-	single     *node // every check, unless Cluster
-	mu         sync.Mutex
-	nodes      map[string]*node // Cluster masters by address
-	stop       chan struct{}
-	stopOnce   sync.Once
-	wg         sync.WaitGroup
+	conns     *connSet
+	ownDialer bool // the client is NewClient's, its dialer registers conns
+	// needDeadline: the client's reads have no timeout of their own, so a
+	// pipeline's context carries ReplyWait.
+	needDeadline bool
+	callTimeout  atomic.Int64 // ns; 0: only the context bounds a check
+	ownsClient   bool
+	single       *node // every check, unless Cluster
+	mu           sync.Mutex
+	nodes        map[string]*node // Cluster masters by address
+	stop         chan struct{}
+	stopOnce     sync.Once
+	wg           sync.WaitGroup
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -113,6 +118,7 @@ var luaFiles embed.FS
 
 type script struct {
 	name, src, sha string
+	shaArg, srcArg any // boxed once
 }
 
 // algCodes number the algorithms for the multi-policy script.
@@ -158,7 +164,9 @@ func (s *Store) loadScripts() error {
 
 func newScript(name, src string) *script {
 	sum := sha1.Sum([]byte(src))
-	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	sc := &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	sc.shaArg, sc.srcArg = sc.sha, sc.src
+	return sc
 }
 
 var errClosed = errors.New("redisstore: store closed")
@@ -214,6 +222,14 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 	if err := s.loadScripts(); err != nil {
 		return nil, err
 	}
+	switch c := client.(type) {
+	case interface{ Options() *redis.Options }:
+		s.needDeadline = c.Options().ReadTimeout <= 0
+	case interface{ Options() *redis.ClusterOptions }:
+		s.needDeadline = c.Options().ReadTimeout <= 0
+	default:
+		s.needDeadline = true
+	}
 	if conns != nil {
 		s.conns, s.ownDialer = conns, true
 	} else {
@@ -238,6 +254,12 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 	}
 	return s, nil
 }
+
+var _ limiter.SelfTimed = (*Store)(nil)
+
+// BoundCalls implements limiter.SelfTimed: every check waits at most
+// timeout for its reply (less when its context's deadline comes first).
+func (s *Store) BoundCalls(timeout time.Duration) { s.callTimeout.Store(int64(timeout)) }
 
 // Client returns the client the store sends to.
 func (s *Store) Client() redis.UniversalClient { return s.client }
@@ -314,11 +336,11 @@ func (s *Store) followCluster() {
 
 // runCluster runs a script through the Cluster client, which follows MOVED
 // and ASK itself; used once a node has answered that the slot is elsewhere.
-func (s *Store) runCluster(ctx context.Context, sc *script, keys []string, args []any) ([]int64, error) {
-	cmd := sc.cmd(ctx, false, keys, args)
+func (s *Store) runCluster(ctx context.Context, sc *script, args []any) ([]int64, error) {
+	cmd := redis.NewIntSliceCmd(ctx, args...)
 	err := s.cluster.Process(ctx, noRetryCmd{cmd})
 	if isNoScript(err) {
-		cmd = sc.cmd(ctx, true, keys, args)
+		cmd = redis.NewIntSliceCmd(ctx, sc.eval(args)...)
 		err = s.cluster.Process(ctx, noRetryCmd{cmd})
 	}
 	return cmd.Val(), err
@@ -341,10 +363,16 @@ func checkClient(client redis.UniversalClient) error {
 	return nil
 }
 
+// base is the start of every key of key under p: the prefix and the hash
+// tag {name:key}.
+func (s *Store) base(p *limiter.Policy, key string) string {
+	return s.prefix + "{" + p.Name + ":" + key + "}:"
+}
+
 // Keys returns the Redis keys holding key's state under p. All share the
 // hash tag {name:key}, so one Cluster slot.
 func (s *Store) Keys(p *limiter.Policy, key string) []string {
-	base := s.prefix + "{" + p.Name + ":" + key + "}:"
+	base := s.base(p, key)
 	switch p.Algorithm {
 	case limiter.TokenBucket:
 		return []string{base + "tb"}
@@ -385,8 +413,24 @@ func (s *Store) run(ctx context.Context, p *limiter.Policy, key string, cost int
 	if s.clock != nil {
 		now = s.clock().UnixMicro()
 	}
-	keys := s.Keys(p, key)
-	args := make([]any, 0, 8)
+	nkeys := 1
+	if p.Algorithm == limiter.SlidingLog {
+		nkeys = 2
+	}
+	args := sc.args(nkeys, nkeys+8)
+	base := s.base(p, key)
+	switch p.Algorithm {
+	case limiter.TokenBucket:
+		args = append(args, base+"tb")
+	case limiter.LeakyBucket:
+		args = append(args, base+"lb")
+	case limiter.SlidingLog:
+		args = append(args, base+"log", base+"meta")
+	case limiter.SlidingWindow:
+		args = append(args, base+"sw")
+	case limiter.FixedWindow:
+		args = append(args, base+"fw")
+	}
 	args = append(args, now)
 	args = append(args, s.policyConsts(p)...)
 	if op == "undo" {
@@ -401,11 +445,11 @@ func (s *Store) run(ctx context.Context, p *limiter.Policy, key string, cost int
 	if p.Algorithm == limiter.FixedWindow {
 		args = append(args, p.WindowOffset(key))
 	}
-	n, err := s.nodeFor(ctx, keys[0])
+	n, err := s.nodeFor(ctx, args[3].(string))
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("redisstore: %s: %w", sc.name, err)
 	}
-	reply, err := n.do(ctx, sc, keys, args)
+	reply, err := n.do(ctx, sc, args)
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("redisstore: %s: %w", sc.name, err)
 	}
@@ -426,19 +470,18 @@ func (s *Store) policyConsts(p *limiter.Policy) []any {
 	return v.([]any)
 }
 
-// cmd is an EVALSHA of the script (EVAL with the source when full).
-func (sc *script) cmd(ctx context.Context, full bool, keys []string, args []any) *redis.IntSliceCmd {
-	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	if full {
-		cmdArgs = append(cmdArgs, "eval", sc.src, len(keys))
-	} else {
-		cmdArgs = append(cmdArgs, "evalsha", sc.sha, len(keys))
-	}
-	for _, k := range keys {
-		cmdArgs = append(cmdArgs, k)
-	}
-	cmdArgs = append(cmdArgs, args...)
-	return redis.NewIntSliceCmd(ctx, cmdArgs...)
+// args starts the arguments of an EVALSHA of the script with nkeys keys,
+// room for more.
+func (sc *script) args(nkeys, more int) []any {
+	a := make([]any, 0, 3+more)
+	return append(a, "evalsha", sc.shaArg, nkeys)
+}
+
+// eval turns EVALSHA arguments into EVAL's.
+func (sc *script) eval(args []any) []any {
+	e := append([]any(nil), args...)
+	e[0], e[1] = "eval", sc.srcArg
+	return e
 }
 
 // replyLen is the length of one policy's reply.
