@@ -649,3 +649,83 @@ func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 		t.Error("the killed master's keys were never served again")
 	}
 }
+
+// A Redis outage at 120 checks a second writes at most one store-error line
+// per policy per second, each carrying the number it stands for.
+func TestOutageLogsOncePerSecond(t *testing.T) {
+	srv := redistest.StartServer(t)
+	store := open(t, redisstore.ClientOptions{URL: "redis://" + srv.Addr()}, newPrefix(t))
+	var buf lockedBuffer
+	lim, err := limiter.New(store, limiter.WithTimeout(storeTimeout), limiter.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustValidate(t, &limiter.Policy{Name: "outage", Algorithm: limiter.TokenBucket, Limit: 100, Period: time.Minute})
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	const rate, span = 120, 2500 * time.Millisecond
+	start := time.Now()
+	checks := 0
+	for time.Since(start) < span {
+		if d := lim.Allow(context.Background(), p, "k", 1); d.Err == nil {
+			t.Fatal("a check succeeded with Redis stopped")
+		}
+		checks++
+		time.Sleep(time.Second / rate)
+	}
+	lines := buf.lines()
+	suppressed := 0
+	for _, line := range lines {
+		i := strings.Index(line, "suppressed=")
+		if i < 0 {
+			t.Errorf("line without suppressed=: %s", line)
+			continue
+		}
+		n, _ := strconv.Atoi(strings.Fields(line[i+len("suppressed="):])[0])
+		suppressed += n
+	}
+	t.Logf("%d failed checks in %s: %d lines, %d suppressed", checks, span, len(lines), suppressed)
+	if max := int(span/time.Second) + 1; len(lines) > max {
+		t.Errorf("%d lines in %s, want at most %d", len(lines), span, max)
+	}
+	if suppressed+len(lines) > checks || suppressed < checks/2 {
+		t.Errorf("%d lines reporting %d suppressed, for %d failed checks", len(lines), suppressed, checks)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
+}
+
+// Open finds the master through Sentinel; checks and health work.
+func TestOpenThroughSentinel(t *testing.T) {
+	srv := redistest.StartServer(t)
+	sen := redistest.StartSentinel(t, srv, "costgate")
+	store := open(t, redisstore.ClientOptions{Sentinel: &redisstore.SentinelOptions{Master: "costgate", Addrs: []string{sen.Addr()}}}, newPrefix(t))
+	lim := newLimiterOver(t, store)
+	p := mustValidate(t, &limiter.Policy{Name: "sen", Algorithm: limiter.SlidingLog, Limit: 2, Period: time.Hour})
+	reqs := []limiter.Request{{Policy: p, Key: "a", Cost: 1}, {Policy: mustValidate(t, &limiter.Policy{Name: "sen2", Algorithm: limiter.TokenBucket, Limit: 5, Period: time.Hour}), Key: "a", Cost: 1}}
+	for i := range 3 {
+		ds, ok := lim.AllowAll(context.Background(), reqs)
+		if ok != (i < 2) || ds[len(ds)-1].Err != nil {
+			t.Errorf("request %d: %v %+v", i, ok, ds)
+		}
+	}
+	if h := store.Health(context.Background()); h.State != limiter.StoreUp || len(h.Nodes) != 1 {
+		t.Errorf("health %+v, want up", h)
+	}
+}

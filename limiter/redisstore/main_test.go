@@ -77,6 +77,7 @@ func newStore(t testing.TB, client redis.UniversalClient, prefix string, clock f
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 

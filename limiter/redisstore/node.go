@@ -34,8 +34,11 @@ type node struct {
 	// store's client otherwise. Replaced when the Cluster hands out a new one.
 	src   atomic.Pointer[pipeSource]
 	queue chan *call
-	// workers run, idle of them wait for a call; more start while calls
-	// find none idle, up to the store's pipelines.
+	// workers run, idle of them wait for a call. Up to basePipelines run
+	// always; more start, up to the store's pipelines, when a call has
+	// waited spawnAfter for one (the pipelines out are slow), and end after
+	// idling a while. On a fast Redis a few pipelines then carry big
+	// batches; on a slow one no check waits for another's round trip.
 	workers, idle atomic.Int32
 	br            breaker
 	oom           atomic.Bool // the last reply was an OOM error
@@ -140,19 +143,31 @@ func (n *node) warm(bound time.Duration) {
 	}
 }
 
-// spawn starts a worker unless the node has as many as it may.
-func (n *node) spawn() {
+const (
+	basePipelines = 4
+	// A queued call waits a tenth of its budget, within these bounds, for a
+	// pipeline to come back before another starts.
+	minSpawnAfter, maxSpawnAfter = time.Millisecond, 5 * time.Millisecond
+	// extraIdle is how long a worker beyond basePipelines idles before it ends.
+	extraIdle = time.Second
+)
+
+// spawn starts a worker unless the node has as many as it may, and
+// reports whether it did.
+func (n *node) spawn() bool {
+	var w int32
 	for {
-		w := n.workers.Load()
+		w = n.workers.Load()
 		if int(w) >= n.store.pipelines {
-			return
+			return false
 		}
 		if n.workers.CompareAndSwap(w, w+1) {
 			break
 		}
 	}
 	n.store.wg.Add(1)
-	go n.work()
+	go n.work(int(w) >= basePipelines)
+	return true
 }
 
 // ErrBreakerOpen is the store error of a check that skipped a node whose
@@ -180,12 +195,11 @@ func (n *node) do(ctx context.Context, sc *script, args []any) ([]int64, error) 
 	t := timerPool.Get().(*time.Timer)
 	t.Reset(budget)
 	defer func() { t.Stop(); timerPool.Put(t) }()
+	waiting := false
 	select {
 	case n.queue <- c:
-		if n.idle.Load() == 0 {
-			// Every pipeline is on its way: one more, rather than wait for
-			// a round trip to end (a slow Redis would then fail checks).
-			n.spawn()
+		if n.idle.Load() == 0 && !(int(n.workers.Load()) < basePipelines && n.spawn()) {
+			waiting = true // every pipeline is on its way
 		}
 	case <-t.C:
 		n.failed(context.DeadlineExceeded, true)
@@ -196,13 +210,34 @@ func (n *node) do(ctx context.Context, sc *script, args []any) ([]int64, error) 
 	case <-n.store.stop:
 		return nil, errClosed
 	}
+	var nudge <-chan time.Time
+	if waiting {
+		// Start one more pipeline if this call is still queued in a
+		// moment, rather than wait for a round trip to end: on a slow
+		// Redis that wait would fail checks.
+		t2 := timerPool.Get().(*time.Timer)
+		t2.Reset(min(max(budget/10, minSpawnAfter), maxSpawnAfter))
+		defer func() { t2.Stop(); timerPool.Put(t2) }()
+		nudge = t2.C
+	}
 	var err error
-	select {
-	case <-c.done:
-	case <-t.C:
-		err = context.DeadlineExceeded
-	case <-ctx.Done():
-		err = ctx.Err()
+wait:
+	for {
+		select {
+		case <-c.done:
+			break wait
+		case <-nudge:
+			nudge = nil
+			if c.state.Load() == queued {
+				n.spawn()
+			}
+		case <-t.C:
+			err = context.DeadlineExceeded
+			break wait
+		case <-ctx.Done():
+			err = ctx.Err()
+			break wait
+		}
 	}
 	if err != nil {
 		if n.abandon(c, budget) {
@@ -242,17 +277,32 @@ func (n *node) abandon(c *call, budget time.Duration) bool {
 	return false
 }
 
-// work is one worker: take what is queued, send it as one pipeline, deliver.
-func (n *node) work() {
+// work is one worker: take what is queued, send it as one pipeline,
+// deliver. An extra worker ends after idling extraIdle.
+func (n *node) work(extra bool) {
 	defer n.store.wg.Done()
+	var idleC <-chan time.Time
+	var idleT *time.Timer
+	if extra {
+		idleT = time.NewTimer(extraIdle)
+		defer idleT.Stop()
+		idleC = idleT.C
+	}
 	batch := make([]*call, 0, n.store.maxBatch)
 	for {
 		batch = batch[:0]
 		n.idle.Add(1)
+		if extra {
+			idleT.Reset(extraIdle)
+		}
 		select {
 		case c := <-n.queue:
 			n.idle.Add(-1)
 			batch = append(batch, c)
+		case <-idleC:
+			n.idle.Add(-1)
+			n.workers.Add(-1)
+			return
 		case <-n.store.stop:
 			return
 		}

@@ -25,7 +25,26 @@
 // socket when the deadline passes (the gateway short of CPU, not Redis
 // slow) is not a timeout. In a Cluster the slot map is refreshed on the
 // first error from a node and every 100ms while one fails, so a failover is
-// followed as soon as Redis has promoted a replica.
+// followed as soon as Redis has promoted a replica. A node's breaker opens
+// after a few consecutive failures and lets a probe through every 50ms, so
+// checks skip a node for no longer than it fails plus about one probe.
+//
+// # Batches
+//
+// [Store.TakeAll] (limiter.BatchStore) applies all of a request's policies in
+// one script, all or nothing inside it: one round trip however many
+// policies. On a Cluster each slot's policies go in their own script, the
+// scripts in parallel, and charges are undone across slots only when one
+// denies.
+//
+// # Wiring
+//
+// [Open] builds a go-redis client for a URL, Cluster seeds or Sentinel, set
+// up for the store (see [NewClient]), and the store over it; [Store.Health]
+// tells readiness up, down, breaker open or out of memory, per node; the
+// store breaks per node itself, so it needs no limiter.Breaker in front.
+// For a Cluster, set cluster-require-full-coverage no on the servers: with
+// the default, every master refuses all keys while one shard fails over.
 package redisstore
 
 import (
