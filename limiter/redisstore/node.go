@@ -210,15 +210,14 @@ func (n *node) do(ctx context.Context, sc *script, args []any) ([]int64, error) 
 	case <-n.store.stop:
 		return nil, errClosed
 	}
-	var nudge <-chan time.Time
-	if waiting {
-		// Start one more pipeline if this call is still queued in a
-		// moment, rather than wait for a round trip to end: on a slow
-		// Redis that wait would fail checks.
-		t2 := timerPool.Get().(*time.Timer)
-		t2.Reset(min(max(budget/10, minSpawnAfter), maxSpawnAfter))
-		defer func() { t2.Stop(); timerPool.Put(t2) }()
-		nudge = t2.C
+	// While every pipeline is on its way, the budget's timer first fires
+	// after a tenth of it (1-5ms): if this call is still queued then, one
+	// more pipeline starts rather than wait for a round trip to end (on a
+	// slow Redis that wait would fail checks); then it runs out the budget.
+	nudge := waiting
+	if nudge {
+		first := min(max(budget/10, minSpawnAfter), maxSpawnAfter)
+		t.Reset(first)
 	}
 	var err error
 wait:
@@ -226,12 +225,15 @@ wait:
 		select {
 		case <-c.done:
 			break wait
-		case <-nudge:
-			nudge = nil
-			if c.state.Load() == queued {
-				n.spawn()
-			}
 		case <-t.C:
+			if nudge {
+				nudge = false
+				if c.state.Load() == queued {
+					n.spawn()
+				}
+				t.Reset(budget - min(max(budget/10, minSpawnAfter), maxSpawnAfter))
+				continue
+			}
 			err = context.DeadlineExceeded
 			break wait
 		case <-ctx.Done():
