@@ -84,9 +84,10 @@ type Options struct {
 	// that every gateway shares the server's clock.
 	Clock func() time.Time
 	// Pipelines bounds the pipelines each node has in flight at once
-	// (default 16). One more starts whenever a check finds every pipeline
-	// on its way, so that no check waits for another's round trip; each
-	// carries the checks queued while the others travel.
+	// (default 16). Four run always, each carrying the checks queued while
+	// the others travel; when a check has waited a tenth of its budget
+	// (1-5ms) for one, another starts, so that on a slow Redis no check
+	// waits for another's round trip. Those end after idling a second.
 	Pipelines int
 	// MaxBatch bounds the checks sent in one pipeline (default 128).
 	MaxBatch int
