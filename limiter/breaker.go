@@ -18,8 +18,15 @@ const (
 	StoreUp          StoreState = "up"
 	StoreDown        StoreState = "down"
 	StoreBreakerOpen StoreState = "breaker open"
+	// StoreOutOfMemory is a store that answers but refuses writes (Redis at
+	// maxmemory with noeviction): PING works, every check fails.
+	StoreOutOfMemory StoreState = "out of memory"
 )
 
+// Breaker wraps a Store with one process-wide circuit breaker, for stores
+// that have none of their own. redisstore breaks per node itself (a failing
+// Cluster master must not fail the keys of the others): do not wrap it.
+//
 // Breaker wraps a Store with a circuit breaker: after Threshold consecutive
 // failures it fails every call at once for Cooldown, so that a dead Redis
 // costs a request nothing while on_store_error decides, then lets one call

@@ -45,10 +45,24 @@
 // policies all or nothing, undoing earlier charges when a later policy
 // denies.
 //
+// A store that implements [BatchStore] charges all of a request's policies
+// in one step: redisstore sends them as one script (one round trip), all or
+// nothing inside it.
+//
 // A store error never fails a check: the policy's on_store_error decides
-// (allow, deny, or local: an in-process store granting limit/gateways), the
-// decision carries the error, and a store call never takes longer than the
-// Limiter's timeout (50ms by default). A call that timed out may have charged.
+// (allow, deny, or local: an in-process store granting limit/gateways; the
+// decision then carries that local policy, so headers built from it agree),
+// the decision carries the error, and a store call never takes longer than
+// the Limiter's timeout (50ms by default). A call that timed out may have
+// charged. Store errors are logged at most once a second per policy, each
+// line with the number of lines it stands for (suppressed=N).
+//
+// A policy with LocalCache remembers in process a key the store denied,
+// until the retry-after the store gave, and denies it again without asking:
+// a hot abusive key stops loading Redis. It denies only a cost at least the
+// denied one, and forgets the key on a refund or undo made here; a refund
+// made by another gateway is not seen, so the cache may deny for at most
+// that key's retry-after what the store would by then grant.
 //
 // [memstore]: https://pkg.go.dev/github.com/costgate/costgate/limiter/memstore
 // [redisstore]: https://pkg.go.dev/github.com/costgate/costgate/limiter/redisstore

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -57,6 +58,11 @@ type Limiter struct {
 	timeout   time.Duration
 	local     Store
 	gateways  int
+	selfTimed bool // the store bounds its calls itself (SelfTimed)
+
+	localPolicies sync.Map // *Policy → *Policy with limit/gateways
+	logGates      sync.Map // policy name → *logGate
+	denied        denyCache
 }
 
 // New returns a Limiter over store. It refuses a nil store, and a negative
@@ -77,6 +83,10 @@ func New(store Store, opts ...Option) (*Limiter, error) {
 	}
 	if l.logger == nil {
 		l.logger = slog.Default()
+	}
+	if st, ok := store.(SelfTimed); ok && !l.storeIsLocal() {
+		st.BoundCalls(l.timeout)
+		l.selfTimed = true
 	}
 	return l, nil
 }
@@ -100,7 +110,13 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, key string, cost int64) 
 // made are undone so that a denied request consumes nothing anywhere. It
 // returns every decision made (the denying one last) and whether the request
 // may proceed.
+//
+// A store that implements BatchStore charges them all in one step (one
+// round trip to Redis, whatever the number of policies).
 func (l *Limiter) AllowAll(ctx context.Context, reqs []Request) ([]Decision, bool) {
+	if bs, ok := l.store.(BatchStore); ok && len(reqs) > 1 {
+		return l.allowBatch(ctx, bs, reqs)
+	}
 	decisions := make([]Decision, 0, len(reqs))
 	for _, r := range reqs {
 		r.Cost = max(r.Cost, 1)
@@ -114,12 +130,108 @@ func (l *Limiter) AllowAll(ctx context.Context, reqs []Request) ([]Decision, boo
 	return decisions, true
 }
 
+// allowBatch is AllowAll over a BatchStore.
+func (l *Limiter) allowBatch(ctx context.Context, bs BatchStore, reqs []Request) ([]Decision, bool) {
+	var start time.Time
+	if l.observe != nil {
+		start = time.Now()
+	}
+	rs := make([]Request, len(reqs))
+	for i, r := range reqs {
+		r.Cost = max(r.Cost, 1)
+		rs[i] = r
+		if r.Policy.LocalCache && r.Policy.EffectiveMode() == Enforce {
+			if d, ok := l.denied.get(denyKey{r.Policy, r.Key}, r.Cost, time.Now()); ok {
+				// Known denied: nothing else need be asked or charged.
+				d.Policy = r.Policy
+				d = l.settle(d)
+				l.observeAll(start, []Decision{d}, nil)
+				return []Decision{d}, false
+			}
+		}
+	}
+	sent := time.Now()
+	var ds []Decision
+	var err error
+	if l.selfTimed || l.storeIsLocal() || l.timeout <= 0 {
+		ds, err = bs.TakeAll(ctx, rs)
+	} else {
+		tctx, cancel := context.WithTimeout(ctx, l.timeout)
+		ds, err = bs.TakeAll(tctx, rs)
+		cancel()
+	}
+	var perr *PolicyError
+	switch {
+	case errors.As(err, &perr):
+		d := Decision{Policy: perr.policyOf(rs), Err: err, Outcome: ErrorDenied}
+		d.Limit, d.Cost = d.Policy.Capacity(), costOf(rs, d.Policy)
+		l.logStoreError(slog.LevelError, d.Policy, "rate limit policy is invalid; denying", "err", err)
+		l.observeAll(start, []Decision{d}, err)
+		return []Decision{d}, false
+	case err != nil:
+		// Each policy's on_store_error decides, in order, all or nothing.
+		out := make([]Decision, 0, len(rs))
+		for _, r := range rs {
+			d := l.onStoreError(ctx, r, err)
+			out = append(out, d)
+			if !d.Allowed {
+				l.undo(ctx, rs, out[:len(out)-1])
+				l.observeAll(start, out, err)
+				return out, false
+			}
+		}
+		l.observeAll(start, out, err)
+		return out, true
+	}
+	allowed := len(ds) == len(rs)
+	for i := range ds {
+		r := rs[i]
+		ds[i].Policy, ds[i].Cost = r.Policy, r.Cost
+		if r.Policy.LocalCache && !ds[i].Allowed {
+			l.denied.put(denyKey{r.Policy, r.Key}, ds[i], sent)
+		}
+		ds[i] = l.settle(ds[i])
+		allowed = allowed && ds[i].Allowed
+	}
+	l.observeAll(start, ds, nil)
+	return ds, allowed
+}
+
+func (l *Limiter) observeAll(start time.Time, ds []Decision, err error) {
+	if l.observe == nil {
+		return
+	}
+	took := time.Since(start)
+	for _, d := range ds {
+		l.observe(Event{Policy: d.Policy.Name, Outcome: d.Outcome, Store: l.storeName, Duration: took, Err: err})
+	}
+}
+
+// policyOf returns the request's policy e names (the first when none does).
+func (e *PolicyError) policyOf(rs []Request) *Policy {
+	for _, r := range rs {
+		if r.Policy.Name == e.Policy {
+			return r.Policy
+		}
+	}
+	return rs[0].Policy
+}
+
+func costOf(rs []Request, p *Policy) int64 {
+	for _, r := range rs {
+		if r.Policy == p {
+			return r.Cost
+		}
+	}
+	return 1
+}
+
 // undo gives back what the granted decisions charged, newest first.
 func (l *Limiter) undo(ctx context.Context, reqs []Request, granted []Decision) {
 	for i := len(granted) - 1; i >= 0; i-- {
 		d := granted[i]
-		if d.Receipt.Cost == 0 || d.Err != nil {
-			continue
+		if d.Receipt.Cost == 0 || d.Err != nil && d.Outcome != ErrorLocal {
+			continue // nothing charged, or the store failed: nothing to give back
 		}
 		store := l.store
 		p := reqs[i].Policy
@@ -130,8 +242,11 @@ func (l *Limiter) undo(ctx context.Context, reqs []Request, granted []Decision) 
 			return store.Undo(ctx, p, reqs[i].Key, d.Receipt)
 		})
 		if err != nil {
-			l.logger.Warn("rate limit compensation failed", "policy", p.Name, "err", err)
+			l.logStoreError(slog.LevelWarn, p, "rate limit compensation failed", "err", err)
 			continue
+		}
+		if p.LocalCache {
+			l.denied.forget(denyKey{reqs[i].Policy, reqs[i].Key})
 		}
 		// Report the state the request leaves behind: nothing charged.
 		granted[i].Remaining, granted[i].ResetAfter = after.Remaining, after.ResetAfter
@@ -150,6 +265,9 @@ func (l *Limiter) Refund(ctx context.Context, p *Policy, key string, n int64) (D
 	})
 	if err != nil {
 		return Decision{}, fmt.Errorf("refund %s: %w", p.Name, err)
+	}
+	if p.LocalCache {
+		l.denied.forget(denyKey{p, key})
 	}
 	d.Policy, d.Outcome, d.Allowed = p, Allowed, true
 	return d, nil
@@ -170,8 +288,19 @@ func (l *Limiter) Peek(ctx context.Context, p *Policy, key string) (Decision, er
 func (l *Limiter) check(ctx context.Context, r Request) Decision {
 	p := r.Policy
 	var start time.Time
-	if l.observe != nil {
+	cache := p.LocalCache && !l.storeIsLocal()
+	if l.observe != nil || cache {
 		start = time.Now()
+	}
+	if cache {
+		if d, ok := l.denied.get(denyKey{p, r.Key}, r.Cost, start); ok {
+			d.Policy = p
+			d = l.settle(d)
+			if l.observe != nil {
+				l.observe(Event{Policy: p.Name, Outcome: d.Outcome, Store: l.storeName, Duration: time.Since(start)})
+			}
+			return d
+		}
 	}
 	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return l.store.Take(ctx, p, r.Key, r.Cost)
@@ -183,20 +312,34 @@ func (l *Limiter) check(ctx context.Context, r Request) Decision {
 		// A policy no store can apply is a programming error, never a
 		// reason to let traffic through: it denies whatever on_store_error says.
 		d = Decision{Policy: p, Cost: r.Cost, Limit: p.Capacity(), Err: err, Outcome: ErrorDenied}
-		l.logger.Error("rate limit policy is invalid; denying", "policy", p.Name, "err", err)
+		l.logStoreError(slog.LevelError, p, "rate limit policy is invalid; denying", "err", err)
 	case err != nil:
 		d = l.onStoreError(ctx, r, err)
+	default:
+		if cache && !d.Allowed {
+			l.denied.put(denyKey{p, r.Key}, d, start)
+		}
+		d = l.settle(d)
+	}
+	if l.observe != nil {
+		l.observe(Event{Policy: p.Name, Outcome: d.Outcome, Store: l.storeName, Duration: time.Since(start), Err: err})
+	}
+	return d
+}
+
+// settle applies the policy's mode to a decision the store (or the deny
+// cache) made.
+func (l *Limiter) settle(d Decision) Decision {
+	p := d.Policy
+	switch {
 	case d.Allowed:
 		d.Outcome = Allowed
 	case p.EffectiveMode() == Shadow:
 		d.Allowed, d.Outcome = true, ShadowDenied
-		l.logger.Info("rate limit would deny (shadow mode)", "policy", p.Name, "cost", r.Cost,
+		l.logger.Info("rate limit would deny (shadow mode)", "policy", p.Name, "cost", d.Cost,
 			"remaining", d.Remaining, "exceeds_capacity", d.ExceedsCapacity)
 	default:
 		d.Outcome = Denied
-	}
-	if l.observe != nil {
-		l.observe(Event{Policy: p.Name, Outcome: d.Outcome, Store: l.storeName, Duration: time.Since(start), Err: err})
 	}
 	return d
 }
@@ -209,14 +352,17 @@ func (l *Limiter) onStoreError(ctx context.Context, r Request, err error) Decisi
 		d.Outcome = ErrorDenied
 	case FailLocal:
 		if l.local != nil {
+			// The local policy decides, and the decision says so: its
+			// limit and burst are the shared ones divided among the
+			// gateways, and headers built from it must agree.
 			lp := l.localPolicy(p)
 			ld, lerr := l.local.Take(ctx, lp, r.Key, r.Cost)
 			if lerr == nil {
-				ld.Policy, ld.Cost, ld.Err, ld.Outcome = p, r.Cost, err, ErrorLocal
+				ld.Policy, ld.Cost, ld.Err, ld.Outcome = lp, r.Cost, err, ErrorLocal
 				if !ld.Allowed && p.EffectiveMode() == Shadow {
 					ld.Allowed = true
 				}
-				l.logger.Warn("rate limit store failed, using the local fallback", "policy", p.Name, "err", err)
+				l.logStoreError(slog.LevelWarn, p, "rate limit store failed, using the local fallback", "err", err)
 				return ld
 			}
 			err = fmt.Errorf("%w (local fallback: %v)", err, lerr)
@@ -229,18 +375,58 @@ func (l *Limiter) onStoreError(ctx context.Context, r Request, err error) Decisi
 	if p.EffectiveMode() == Shadow {
 		d.Allowed = true
 	}
-	l.logger.Warn("rate limit store failed", "policy", p.Name, "on_store_error", p.EffectiveFailMode(), "err", err)
+	l.logStoreError(slog.LevelWarn, p, "rate limit store failed", "on_store_error", p.EffectiveFailMode(), "err", err)
 	return d
 }
 
-// localPolicy is p with limit and burst divided among the gateways.
+// logGate lets one store-error line per policy per second through and
+// counts the rest, which the next line reports.
+type logGate struct {
+	mu         sync.Mutex
+	next       time.Time
+	suppressed int64
+}
+
+// logStoreError logs a store error of p, at most once a second per policy,
+// with the number of lines suppressed since the last one: an outage at a
+// thousand requests a second writes one line a second, not a thousand.
+func (l *Limiter) logStoreError(level slog.Level, p *Policy, msg string, args ...any) {
+	v, ok := l.logGates.Load(p.Name)
+	if !ok {
+		v, _ = l.logGates.LoadOrStore(p.Name, &logGate{})
+	}
+	g := v.(*logGate)
+	now := time.Now()
+	g.mu.Lock()
+	if now.Before(g.next) {
+		g.suppressed++
+		g.mu.Unlock()
+		return
+	}
+	n := g.suppressed
+	g.suppressed, g.next = 0, now.Add(time.Second)
+	g.mu.Unlock()
+	l.logger.Log(context.Background(), level, msg, append([]any{"policy", p.Name}, append(args, "suppressed", n)...)...)
+}
+
+// localPolicy is p with limit and burst divided among the gateways: the
+// same name, so that headers and metrics name the policy the config does.
 func (l *Limiter) localPolicy(p *Policy) *Policy {
+	if v, ok := l.localPolicies.Load(p); ok {
+		return v.(*Policy)
+	}
 	lp := *p
 	lp.Limit = max(p.Limit/int64(l.gateways), 1)
 	if p.IsBucket() {
 		lp.Burst = max(p.Capacity()/int64(l.gateways), 1)
 	}
-	return &lp
+	v, _ := l.localPolicies.LoadOrStore(p, &lp)
+	return v.(*Policy)
+}
+
+func (l *Limiter) storeIsLocal() bool {
+	local, ok := l.store.(Local)
+	return ok && local.Local()
 }
 
 // Local is implemented by stores that answer in process, without I/O: the
@@ -248,7 +434,7 @@ func (l *Limiter) localPolicy(p *Policy) *Policy {
 type Local interface{ Local() bool }
 
 func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, error)) (Decision, error) {
-	if local, ok := l.store.(Local); ok && local.Local() {
+	if l.selfTimed || l.storeIsLocal() {
 		return f(ctx)
 	}
 	if l.timeout > 0 {

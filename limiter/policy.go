@@ -65,6 +65,12 @@ type Policy struct {
 	Key          []string
 	Mode         Mode
 	OnStoreError FailMode
+	// LocalCache (off by default) remembers in process a key the store
+	// denied, until its retry-after, and denies it again without a round
+	// trip: a hot abusive key stops loading the store. It only denies what
+	// the store would: a cost at least the one denied, before the time the
+	// store said it could pass, forgotten on a refund or undo here.
+	LocalCache bool
 }
 
 // Capacity is the most cost one request can ever be granted: Burst for the

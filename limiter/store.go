@@ -21,6 +21,29 @@ type Store interface {
 	Undo(ctx context.Context, p *Policy, key string, r Receipt) (Decision, error)
 }
 
+// BatchStore is a Store that applies several policies of one request in
+// one step (one round trip for Redis). Limiter.AllowAll uses it when the
+// store has it; a Store without it is charged policy by policy.
+type BatchStore interface {
+	Store
+	// TakeAll charges each request's cost to its key under its policy, all
+	// or nothing. It returns the decisions in order up to and including the
+	// first denial by an enforced policy (a shadow policy's denial denies
+	// nothing); then nothing is charged anywhere, and the decisions before
+	// the denial report their state uncharged (no Receipt). Policy, Cost and
+	// Outcome are filled in by the Limiter.
+	TakeAll(ctx context.Context, reqs []Request) ([]Decision, error)
+}
+
+// SelfTimed is implemented by stores that bound each call themselves, with
+// a timer of their own rather than a context deadline armed per call (which
+// costs allocations on every check). Limiter.New hands such a store its
+// timeout once and then arms no context; a store shared by several
+// Limiters keeps the last timeout handed to it.
+type SelfTimed interface {
+	BoundCalls(timeout time.Duration)
+}
+
 // Receipt identifies what a granted Take charged so that it can be undone.
 // Its fields are store-independent: both stores produce equal receipts for
 // equal call sequences.

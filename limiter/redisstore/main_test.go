@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
 	}
+	if target := os.Getenv(proxyEnv); target != "" {
+		os.Exit(runProxy(target))
+	}
 	var err error
 	if standalone, err = redistest.NewServer(); err != nil {
 		fmt.Fprintln(os.Stderr, "redisstore tests need redis-server:", err)
@@ -74,6 +77,7 @@ func newStore(t testing.TB, client redis.UniversalClient, prefix string, clock f
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 

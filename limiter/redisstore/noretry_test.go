@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/redisstore"
 )
 
 // A lost reply must not make go-redis send the script again: Redis ran it,
@@ -42,13 +44,70 @@ func TestLostReplyIsNotRetried(t *testing.T) {
 	}
 }
 
+// The same for a pipeline of checks: the dropper lets through a write that
+// carries several EVALSHAs, then drops the connection. No check of that
+// pipeline may be charged twice, and none may succeed by a resend: each key
+// is charged at most once, exactly once when its check succeeded.
+func TestLostPipelineIsNotRetried(t *testing.T) {
+	proxy := newReplyDropper(t, standalone.Addr())
+	proxy.minScripts = 2
+	client := redis.NewClient(&redis.Options{Addr: proxy.addr(), ContextTimeoutEnabled: true}) // MaxRetries: the default 3
+	t.Cleanup(func() { client.Close() })
+	s, err := redisstore.New(client, &redisstore.Options{KeyPrefix: newPrefix(t), Pipelines: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	p := mustValidate(t, &limiter.Policy{Name: "gql", Algorithm: limiter.TokenBucket, Limit: 1000, Period: time.Hour})
+	ctx := context.Background()
+	if _, err := s.Take(ctx, p, "warm", 1); err != nil {
+		t.Fatal(err)
+	}
+	proxy.armed.Store(true)
+	const n = 40
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, errs[i] = s.Take(ctx, p, fmt.Sprint("k", i), 1)
+		})
+	}
+	wg.Wait()
+	failed := 0
+	for i := range n {
+		d, err := s.Take(ctx, p, fmt.Sprint("k", i), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case errs[i] == nil && d.Remaining != 999:
+			t.Errorf("check %d succeeded, remaining %d, want 999 (charged once)", i, d.Remaining)
+		case errs[i] != nil && d.Remaining < 999:
+			t.Errorf("check %d failed, remaining %d: charged twice", i, d.Remaining)
+		}
+		if errs[i] != nil {
+			failed++
+		}
+	}
+	if proxy.armed.Load() {
+		t.Fatal("no write carried two scripts: the checks were not pipelined")
+	}
+	if failed < 2 {
+		t.Errorf("%d checks failed, want every check of the dropped pipeline (at least 2) to fail", failed)
+	}
+	t.Logf("%d of %d checks lost with their pipeline, none sent twice", failed, n)
+}
+
 // replyDropper forwards TCP connections to Redis; when armed, it forwards
-// the next EVALSHA, then closes the client's connection instead of
-// forwarding the reply.
+// the next write carrying minScripts EVALSHAs (default 1), then closes the
+// client's connection instead of forwarding the reply.
 type replyDropper struct {
-	ln    net.Listener
-	armed atomic.Bool
-	wg    sync.WaitGroup
+	ln         net.Listener
+	armed      atomic.Bool
+	minScripts int
+	wg         sync.WaitGroup
 }
 
 func newReplyDropper(t *testing.T, target string) *replyDropper {
@@ -97,7 +156,7 @@ func (d *replyDropper) serve(client net.Conn, target string) {
 				server.Close()
 				return
 			}
-			if bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) && d.armed.CompareAndSwap(true, false) {
+			if bytes.Count(bytes.ToLower(buf[:n]), []byte("evalsha")) >= max(d.minScripts, 1) && d.armed.CompareAndSwap(true, false) {
 				dropping.Store(true)
 			}
 			if _, err := server.Write(buf[:n]); err != nil {

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -91,4 +92,72 @@ func randomPolicy(rng *rand.Rand) limiter.Policy {
 		p.Burst = 1 + rng.Int64N(30)
 	}
 	return p
+}
+
+// Several policies per request: Limiter.AllowAll over Redis (one script, or
+// on a Cluster a script per slot and compensation) gives the decisions it
+// gives over the memory store, which charges policy by policy and undoes.
+// Receipts of sliding_log are left out of the comparison: undoing a charge
+// there spends a sequence number that a script that never charged does not.
+func TestMemoryAndRedisAgreeOnBatches(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			client := b.client()
+			for seed := range uint64(20) {
+				t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(seed, 0xba7c))
+					clock := storetest.NewClock(storetest.Base.Add(time.Duration(rng.Int64N(int64(time.Hour)))))
+					quiet := limiter.WithLogger(slog.New(slog.DiscardHandler))
+					mem, err := limiter.New(memstore.New(&memstore.Options{Clock: clock.Now}), quiet)
+					if err != nil {
+						t.Fatal(err)
+					}
+					red, err := limiter.New(newStore(t, client, newPrefix(t), clock.Now), quiet, limiter.WithTimeout(5*time.Second))
+					if err != nil {
+						t.Fatal(err)
+					}
+					var ps []*limiter.Policy
+					for i := range 2 + rng.IntN(2) {
+						p := randomPolicy(rng)
+						p.Name = fmt.Sprint("prop", i)
+						if rng.IntN(5) == 0 {
+							p.Mode = limiter.Shadow
+						}
+						mustValidate(t, &p)
+						ps = append(ps, &p)
+					}
+					var minPeriod time.Duration = time.Hour
+					for _, p := range ps {
+						minPeriod = min(minPeriod, p.Period)
+					}
+					for i := range 200 {
+						if rng.IntN(3) > 0 {
+							clock.Advance(time.Duration(rng.Int64N(int64(minPeriod/3))) + time.Duration(rng.IntN(3))*time.Microsecond)
+						}
+						key := []string{"a", "b"}[rng.IntN(2)]
+						reqs := make([]limiter.Request, len(ps))
+						for j, p := range ps {
+							reqs[j] = limiter.Request{Policy: p, Key: key, Cost: 1 + rng.Int64N(p.Capacity()/2+1)}
+						}
+						md, mok := mem.AllowAll(ctx, reqs)
+						rd, rok := red.AllowAll(ctx, reqs)
+						same := mok == rok && len(md) == len(rd)
+						for j := 0; same && j < len(md); j++ {
+							m, r := md[j], rd[j]
+							if m.Err != nil || r.Err != nil {
+								t.Fatalf("step %d: errors %v / %v", i, m.Err, r.Err)
+							}
+							m.Receipt.Entry, r.Receipt.Entry = "", ""
+							same = m == r
+						}
+						if !same {
+							t.Fatalf("policies %+v %+v\nstep %d (key %q at %d, %+v):\nmemory %v %+v\n redis %v %+v",
+								*ps[0], *ps[1], i, key, clock.Now().UnixMicro(), reqs, mok, md, rok, rd)
+						}
+					}
+				})
+			}
+		})
+	}
 }

@@ -78,6 +78,7 @@ func fire(t *testing.T, stores []limiter.Store, p *limiter.Policy, key string, n
 	var (
 		allowed atomic.Int64
 		errs    atomic.Int64
+		lastErr atomic.Value
 		wg      sync.WaitGroup
 		start   = make(chan struct{})
 	)
@@ -89,6 +90,7 @@ func fire(t *testing.T, stores []limiter.Store, p *limiter.Policy, key string, n
 			d := limiters[i%len(limiters)].Allow(context.Background(), p, key, 1)
 			if d.Err != nil {
 				errs.Add(1)
+				lastErr.Store(d.Err.Error())
 			} else if d.Allowed {
 				allowed.Add(1)
 			}
@@ -97,7 +99,7 @@ func fire(t *testing.T, stores []limiter.Store, p *limiter.Policy, key string, n
 	close(start)
 	wg.Wait()
 	if e := errs.Load(); e > 0 {
-		t.Fatalf("%d store errors", e)
+		t.Fatalf("%d store errors, the last: %v", e, lastErr.Load())
 	}
 	return int(allowed.Load())
 }

@@ -10,7 +10,41 @@
 //
 // A script is never retried by the client library: go-redis resends a command
 // whose reply was lost, which would run the script (and charge) twice. Scripts
-// go out as commands marked NoRetry; EVALSHA falls back to EVAL on NOSCRIPT.
+// go out as commands (and pipelines) marked NoRetry; EVALSHA falls back to
+// EVAL on NOSCRIPT.
+//
+// # Nodes, timeouts and breakers
+//
+// Checks go to the node that owns the key: the one server of a standalone
+// or Sentinel client, or the master of the key's slot in a Cluster. Each
+// node has its own queue, a few workers that send whatever is queued as one
+// pipeline (a lone check at once, alone), and its own breaker: a failing
+// master affects only the keys it owns. A check waits for its reply only
+// until its context's deadline; the pipeline waits on, up to ReplyWait, so a
+// late reply is read and its connection kept. A reply already waiting in a
+// socket when the deadline passes (the gateway short of CPU, not Redis
+// slow) is not a timeout. In a Cluster the slot map is refreshed on the
+// first error from a node and every 100ms while one fails, so a failover is
+// followed as soon as Redis has promoted a replica. A node's breaker opens
+// after a few consecutive failures and lets a probe through every 50ms, so
+// checks skip a node for no longer than it fails plus about one probe.
+//
+// # Batches
+//
+// [Store.TakeAll] (limiter.BatchStore) applies all of a request's policies in
+// one script, all or nothing inside it: one round trip however many
+// policies. On a Cluster each slot's policies go in their own script, the
+// scripts in parallel, and charges are undone across slots only when one
+// denies.
+//
+// # Wiring
+//
+// [Open] builds a go-redis client for a URL, Cluster seeds or Sentinel, set
+// up for the store (see [NewClient]), and the store over it; [Store.Health]
+// tells readiness up, down, breaker open or out of memory, per node; the
+// store breaks per node itself, so it needs no limiter.Breaker in front.
+// For a Cluster, set cluster-require-full-coverage no on the servers: with
+// the default, every master refuses all keys while one shard fails over.
 package redisstore
 
 import (
@@ -22,6 +56,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,12 +68,13 @@ import (
 // DefaultKeyPrefix starts every key unless Options.KeyPrefix says otherwise.
 const DefaultKeyPrefix = "rl:"
 
-// Processor is the one method of a go-redis client the store uses:
-// *redis.Client, *redis.ClusterClient, *redis.Ring and redis.UniversalClient
-// all have it.
-type Processor interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-}
+// Defaults of Options.
+const (
+	DefaultPipelines        = 16
+	DefaultMaxBatch         = 128
+	DefaultBreakerThreshold = 5
+	DefaultProbeInterval    = 50 * time.Millisecond
+)
 
 // Options configures a Store. nil is ready to use.
 type Options struct {
@@ -46,14 +83,52 @@ type Options struct {
 	// Clock, when set, replaces Redis TIME (tests). Production leaves it nil so
 	// that every gateway shares the server's clock.
 	Clock func() time.Time
+	// Pipelines bounds the pipelines each node has in flight at once
+	// (default 16). Four run always, each carrying the checks queued while
+	// the others travel; when a check has waited a tenth of its budget
+	// (1-5ms) for one, another starts, so that on a slow Redis no check
+	// waits for another's round trip. Those end after idling a second.
+	Pipelines int
+	// MaxBatch bounds the checks sent in one pipeline (default 128).
+	MaxBatch int
+	// ReplyWait bounds how long a pipeline waits for its replies, well past
+	// the store timeout, so that late replies keep their connection (default
+	// 3s). Checks themselves wait only until their context's deadline.
+	ReplyWait time.Duration
+	// BreakerThreshold is the number of consecutive failures after which a
+	// node's breaker opens (default 5); ProbeInterval is how often a probe
+	// then goes through (default 50ms).
+	BreakerThreshold int
+	ProbeInterval    time.Duration
 }
 
-// Store is a limiter.Store backed by Redis.
+// Store is a limiter.Store backed by Redis. It sends checks node by node,
+// with a breaker per node; see the package documentation. Close stops it.
 type Store struct {
-	client  Processor
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient // set for a Cluster client
 	prefix  string
 	clock   func() time.Time
 	scripts map[limiter.Algorithm]*script
+	multi   *script
+	consts  sync.Map // *limiter.Policy → []any: its period, limit and capacity, boxed once
+
+	pipelines, maxBatch, breakerThreshold int
+	replyWait, probeInterval              time.Duration
+
+	conns     *connSet
+	ownDialer bool // the client is NewClient's, its dialer registers conns
+	// needDeadline: the client's reads have no timeout of their own, so a
+	// pipeline's context carries ReplyWait.
+	needDeadline bool
+	callTimeout  atomic.Int64 // ns; 0: only the context bounds a check
+	ownsClient   bool
+	single       *node // every check, unless Cluster
+	mu           sync.Mutex
+	nodes        map[string]*node // Cluster masters by address
+	stop         chan struct{}
+	stopOnce     sync.Once
+	wg           sync.WaitGroup
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -63,44 +138,235 @@ var luaFiles embed.FS
 
 type script struct {
 	name, src, sha string
+	shaArg, srcArg any // boxed once
 }
 
-// New returns a Store over client. A client whose options leave
+// algCodes number the algorithms for the multi-policy script.
+var algCodes = map[limiter.Algorithm]int{
+	limiter.TokenBucket: 1, limiter.LeakyBucket: 2, limiter.SlidingLog: 3, limiter.SlidingWindow: 4, limiter.FixedWindow: 5,
+}
+
+// loadScripts builds one script per algorithm and the multi-policy script
+// from the embedded Lua.
+func (s *Store) loadScripts() error {
+	read := func(name string) (string, error) {
+		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			return "", fmt.Errorf("redisstore: %w", err)
+		}
+		return string(b), nil
+	}
+	prelude, err := read("prelude")
+	if err != nil {
+		return err
+	}
+	multi, err := read("multi")
+	if err != nil {
+		return err
+	}
+	all := prelude
+	for _, alg := range limiter.Algorithms() {
+		body, err := read(string(alg))
+		if err != nil {
+			return err
+		}
+		all += "\n" + body
+		// One policy: ARGV now, period, limit, capacity, cost, undo (0|1),
+		// receipt ref, window offset.
+		src := prelude + "\n" + body + "\nlocal r, w = " + string(alg) +
+			"(KEYS[1], KEYS[2], clock(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8]))\n" +
+			"if w then w() end\nreturn r\n"
+		s.scripts[alg] = newScript(string(alg), src)
+	}
+	s.multi = newScript("multi", all+"\n"+multi)
+	return nil
+}
+
+func newScript(name, src string) *script {
+	sum := sha1.Sum([]byte(src))
+	sc := &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	sc.shaArg, sc.srcArg = sc.sha, sc.src
+	return sc
+}
+
+var errClosed = errors.New("redisstore: store closed")
+
+// New returns a Store over client: a *redis.Client (standalone or Sentinel),
+// a *redis.ClusterClient or a *redis.Ring. A client whose options leave
 // ContextTimeoutEnabled off is refused: go-redis would then ignore the
-// context deadline on a hung socket, and a check could wait far longer than
-// the store timeout.
-func New(client Processor, opts *Options) (*Store, error) {
+// deadline of a pipeline on a hung socket. [NewClient] builds a client set
+// up for the store; [Open] builds both.
+func New(client redis.UniversalClient, opts *Options) (*Store, error) {
+	return newStore(client, opts, nil)
+}
+
+// newStore is New; conns, when set, already knows the client's connections
+// (its dialer registers them), else a dial hook starts registering them now.
+func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Store, error) {
 	if err := checkClient(client); err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, prefix: DefaultKeyPrefix, scripts: make(map[limiter.Algorithm]*script)}
+	s := &Store{
+		client: client, prefix: DefaultKeyPrefix, scripts: make(map[limiter.Algorithm]*script),
+		pipelines: DefaultPipelines, maxBatch: DefaultMaxBatch, replyWait: DefaultReplyWait,
+		breakerThreshold: DefaultBreakerThreshold, probeInterval: DefaultProbeInterval,
+		conns: newConnSet(), nodes: make(map[string]*node), stop: make(chan struct{}),
+	}
 	if opts != nil {
 		if strings.ContainsAny(opts.KeyPrefix, "{}") {
 			// A brace in the prefix would become every key's hash tag: one Cluster slot for all.
 			return nil, fmt.Errorf("redisstore: key prefix %q must not contain { or }", opts.KeyPrefix)
 		}
+		if opts.Pipelines < 0 || opts.MaxBatch < 0 || opts.ReplyWait < 0 || opts.BreakerThreshold < 0 || opts.ProbeInterval < 0 {
+			return nil, &limiter.FieldError{Field: "redisstore.Options", Reason: "Pipelines, MaxBatch, ReplyWait, BreakerThreshold and ProbeInterval must not be negative"}
+		}
 		if opts.KeyPrefix != "" {
 			s.prefix = opts.KeyPrefix
 		}
 		s.clock = opts.Clock
-	}
-	prelude, err := luaFiles.ReadFile("lua/prelude.lua")
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
-	}
-	for _, alg := range limiter.Algorithms() {
-		body, err := luaFiles.ReadFile("lua/" + string(alg) + ".lua")
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: %w", err)
+		set := func(dst *int, v int) {
+			if v > 0 {
+				*dst = v
+			}
 		}
-		src := string(prelude) + "\n" + string(body)
-		sum := sha1.Sum([]byte(src))
-		s.scripts[alg] = &script{name: string(alg), src: src, sha: hex.EncodeToString(sum[:])}
+		set(&s.pipelines, opts.Pipelines)
+		set(&s.maxBatch, opts.MaxBatch)
+		set(&s.breakerThreshold, opts.BreakerThreshold)
+		if opts.ReplyWait > 0 {
+			s.replyWait = opts.ReplyWait
+		}
+		if opts.ProbeInterval > 0 {
+			s.probeInterval = opts.ProbeInterval
+		}
+	}
+	if err := s.loadScripts(); err != nil {
+		return nil, err
+	}
+	switch c := client.(type) {
+	case interface{ Options() *redis.Options }:
+		s.needDeadline = c.Options().ReadTimeout <= 0
+	case interface{ Options() *redis.ClusterOptions }:
+		s.needDeadline = c.Options().ReadTimeout <= 0
+	default:
+		s.needDeadline = true
+	}
+	if conns != nil {
+		s.conns, s.ownDialer = conns, true
+	} else {
+		client.AddHook(s.conns.hook())
+	}
+	// Ready the pools before the first check (bounded: a Redis that is down
+	// now must not hold the gateway's start).
+	const warmBound = time.Second
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		s.cluster = cc
+		ctx, cancel := context.WithTimeout(context.Background(), warmBound)
+		_ = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			s.addNode(c).warm(warmBound)
+			return nil
+		})
+		cancel()
+		s.wg.Add(1)
+		go s.followCluster()
+	} else {
+		s.single = newNode(s, "", client)
+		s.single.warm(warmBound)
 	}
 	return s, nil
 }
 
-func checkClient(client Processor) error {
+var _ limiter.SelfTimed = (*Store)(nil)
+
+// BoundCalls implements limiter.SelfTimed: every check waits at most
+// timeout for its reply (less when its context's deadline comes first).
+func (s *Store) BoundCalls(timeout time.Duration) { s.callTimeout.Store(int64(timeout)) }
+
+// Client returns the client the store sends to.
+func (s *Store) Client() redis.UniversalClient { return s.client }
+
+// Close stops the store's workers; a store made by [Open] also closes its
+// client. Checks after Close fail.
+func (s *Store) Close() error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.wg.Wait()
+	if s.ownsClient {
+		return s.client.Close()
+	}
+	return nil
+}
+
+// nodeFor returns the node that owns key's slot.
+func (s *Store) nodeFor(ctx context.Context, key string) (*node, error) {
+	if s.single != nil {
+		return s.single, nil
+	}
+	c, err := s.cluster.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return s.addNode(c), nil
+}
+
+// addNode returns the node of a Cluster master, made on first sight and
+// warmed in the background, its client kept current.
+func (s *Store) addNode(c *redis.Client) *node {
+	addr := c.Options().Addr
+	s.mu.Lock()
+	n := s.nodes[addr]
+	fresh := n == nil
+	if fresh {
+		n = newNode(s, addr, c)
+		s.nodes[addr] = n
+	}
+	s.mu.Unlock()
+	if fresh {
+		go n.warm(s.replyWait)
+	} else if src := n.src.Load(); src.c != pipeliner(c) {
+		n.src.Store(&pipeSource{c})
+	}
+	return n
+}
+
+// followCluster refreshes the slot map while a node fails: the map moves
+// when Redis promotes a replica, and a node whose breaker is open sees no
+// traffic that would tell.
+func (s *Store) followCluster() {
+	defer s.wg.Done()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		failing := false
+		for _, n := range s.nodes {
+			if n.failedAt.Load() != 0 || n.br.isOpen() {
+				failing = true
+			}
+		}
+		s.mu.Unlock()
+		if failing {
+			s.cluster.ReloadState(context.Background())
+		}
+	}
+}
+
+// runCluster runs a script through the Cluster client, which follows MOVED
+// and ASK itself; used once a node has answered that the slot is elsewhere.
+func (s *Store) runCluster(ctx context.Context, sc *script, args []any) ([]int64, error) {
+	cmd := redis.NewIntSliceCmd(ctx, args...)
+	err := s.cluster.Process(ctx, noRetryCmd{cmd})
+	if isNoScript(err) {
+		cmd = redis.NewIntSliceCmd(ctx, sc.eval(args)...)
+		err = s.cluster.Process(ctx, noRetryCmd{cmd})
+	}
+	return cmd.Val(), err
+}
+
+func checkClient(client redis.UniversalClient) error {
 	const msg = "redisstore: the Redis client must set ContextTimeoutEnabled, or a hung Redis blocks checks past the store timeout"
 	switch c := client.(type) {
 	case nil:
@@ -117,10 +383,16 @@ func checkClient(client Processor) error {
 	return nil
 }
 
+// base is the start of every key of key under p: the prefix and the hash
+// tag {name:key}.
+func (s *Store) base(p *limiter.Policy, key string) string {
+	return s.prefix + "{" + p.Name + ":" + key + "}:"
+}
+
 // Keys returns the Redis keys holding key's state under p. All share the
 // hash tag {name:key}, so one Cluster slot.
 func (s *Store) Keys(p *limiter.Policy, key string) []string {
-	base := s.prefix + "{" + p.Name + ":" + key + "}:"
+	base := s.base(p, key)
 	switch p.Algorithm {
 	case limiter.TokenBucket:
 		return []string{base + "tb"}
@@ -157,83 +429,105 @@ func (s *Store) run(ctx context.Context, p *limiter.Policy, key string, cost int
 	if sc == nil {
 		return limiter.Decision{}, &limiter.PolicyError{Policy: p.Name, Field: "algorithm", Reason: fmt.Sprintf("unknown algorithm %q", p.Algorithm)}
 	}
-	now := ""
+	var now any = ""
 	if s.clock != nil {
-		now = strconv.FormatInt(s.clock().UnixMicro(), 10)
+		now = s.clock().UnixMicro()
 	}
-	ref := r.Entry
-	if p.Algorithm == limiter.SlidingWindow || p.Algorithm == limiter.FixedWindow {
-		ref = strconv.FormatInt(r.Window, 10)
+	nkeys := 1
+	if p.Algorithm == limiter.SlidingLog {
+		nkeys = 2
 	}
-	var offset int64
+	args := sc.args(nkeys, nkeys+8)
+	base := s.base(p, key)
+	switch p.Algorithm {
+	case limiter.TokenBucket:
+		args = append(args, base+"tb")
+	case limiter.LeakyBucket:
+		args = append(args, base+"lb")
+	case limiter.SlidingLog:
+		args = append(args, base+"log", base+"meta")
+	case limiter.SlidingWindow:
+		args = append(args, base+"sw")
+	case limiter.FixedWindow:
+		args = append(args, base+"fw")
+	}
+	args = append(args, now)
+	args = append(args, s.policyConsts(p)...)
+	if op == "undo" {
+		var ref any = r.Entry
+		if p.Algorithm == limiter.SlidingWindow || p.Algorithm == limiter.FixedWindow {
+			ref = r.Window
+		}
+		args = append(args, r.Cost, 1, ref)
+	} else {
+		args = append(args, cost, 0, "")
+	}
 	if p.Algorithm == limiter.FixedWindow {
-		offset = p.WindowOffset(key)
+		args = append(args, p.WindowOffset(key))
 	}
-	keys := s.Keys(p, key)
-	args := []any{now, p.PeriodMicros(), p.Limit, p.Capacity(), cost, op, r.Cost, ref, offset}
-	reply, err := sc.run(ctx, s.client, keys, args)
+	n, err := s.nodeFor(ctx, args[3].(string))
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("redisstore: %s: %w", sc.name, err)
 	}
-	d, err := decode(reply)
+	reply, err := n.do(ctx, sc, args)
 	if err != nil {
 		return limiter.Decision{}, fmt.Errorf("redisstore: %s: %w", sc.name, err)
 	}
-	d.Limit = p.Capacity()
-	return d, nil
+	if len(reply) != replyLen {
+		return limiter.Decision{}, fmt.Errorf("redisstore: %s: unexpected reply %v", sc.name, reply)
+	}
+	return decode(p, reply), nil
 }
 
-// noRetryCmd is a command go-redis must not resend after a lost reply: the
-// script may have run, and running it again would charge twice.
-type noRetryCmd struct{ *redis.Cmd }
-
-func (noRetryCmd) NoRetry() bool { return true }
-
-func (sc *script) run(ctx context.Context, c Processor, keys []string, args []any) (any, error) {
-	eval := func(name, body string) (any, error) {
-		cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-		cmdArgs = append(cmdArgs, name, body, len(keys))
-		for _, k := range keys {
-			cmdArgs = append(cmdArgs, k)
-		}
-		cmdArgs = append(cmdArgs, args...)
-		cmd := noRetryCmd{redis.NewCmd(ctx, cmdArgs...)}
-		err := c.Process(ctx, cmd)
-		return cmd.Val(), err
+// policyConsts returns p's period, limit and capacity boxed for the
+// arguments of a script, made once per policy.
+func (s *Store) policyConsts(p *limiter.Policy) []any {
+	if v, ok := s.consts.Load(p); ok {
+		return v.([]any)
 	}
-	reply, err := eval("evalsha", sc.sha)
-	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		// The server lost its script cache (restart, failover, SCRIPT FLUSH).
-		// EVALSHA did not run, so sending the script itself is not a retry.
-		reply, err = eval("eval", sc.src)
-	}
-	return reply, err
+	c := []any{p.PeriodMicros(), p.Limit, p.Capacity()}
+	v, _ := s.consts.LoadOrStore(p, c)
+	return v.([]any)
 }
 
-func decode(reply any) (limiter.Decision, error) {
-	vals, ok := reply.([]any)
-	if !ok || len(vals) != 9 {
-		return limiter.Decision{}, fmt.Errorf("unexpected reply %v", reply)
-	}
-	var n [8]int64
-	for i := range n {
-		v, ok := vals[i].(int64)
-		if !ok {
-			return limiter.Decision{}, fmt.Errorf("unexpected reply field %d: %v", i, vals[i])
-		}
-		n[i] = v
-	}
-	entry, _ := vals[8].(string)
+// args starts the arguments of an EVALSHA of the script with nkeys keys,
+// room for more.
+func (sc *script) args(nkeys, more int) []any {
+	a := make([]any, 0, 3+more)
+	return append(a, "evalsha", sc.shaArg, nkeys)
+}
+
+// eval turns EVALSHA arguments into EVAL's.
+func (sc *script) eval(args []any) []any {
+	e := append([]any(nil), args...)
+	e[0], e[1] = "eval", sc.srcArg
+	return e
+}
+
+// replyLen is the length of one policy's reply.
+const replyLen = 8
+
+// decode reads one policy's reply: allowed, remaining, retry, reset, delay
+// (µs), exceeds, receipt cost, receipt ref (window start, or sliding_log
+// sequence number).
+func decode(p *limiter.Policy, v []int64) limiter.Decision {
 	d := limiter.Decision{
-		Allowed:         n[0] == 1,
-		Remaining:       n[1],
-		RetryAfter:      time.Duration(n[2]) * time.Microsecond,
-		ResetAfter:      time.Duration(n[3]) * time.Microsecond,
-		Delay:           time.Duration(n[4]) * time.Microsecond,
-		ExceedsCapacity: n[5] == 1,
+		Allowed:         v[0] == 1,
+		Limit:           p.Capacity(),
+		Remaining:       v[1],
+		RetryAfter:      time.Duration(v[2]) * time.Microsecond,
+		ResetAfter:      time.Duration(v[3]) * time.Microsecond,
+		Delay:           time.Duration(v[4]) * time.Microsecond,
+		ExceedsCapacity: v[5] == 1,
 	}
-	if n[6] > 0 {
-		d.Receipt = limiter.Receipt{Cost: n[6], Window: n[7], Entry: entry}
+	if v[6] > 0 {
+		d.Receipt.Cost = v[6]
+		switch p.Algorithm {
+		case limiter.SlidingLog:
+			d.Receipt.Entry = strconv.FormatInt(v[7], 10) + ":" + strconv.FormatInt(v[6], 10)
+		case limiter.SlidingWindow, limiter.FixedWindow:
+			d.Receipt.Window = v[7]
+		}
 	}
-	return d, nil
+	return d
 }

@@ -45,6 +45,19 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TakeAll against standalone (one script) and Cluster (a script per slot,
+// compensation across slots).
+func TestBatchConformance(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			client := b.client()
+			storetest.RunBatch(t, func(t *testing.T, clock func() time.Time) limiter.BatchStore {
+				return newStore(t, client, newPrefix(t), clock)
+			})
+		})
+	}
+}
+
 func TestKeysShareOneHashSlot(t *testing.T) {
 	s := newStore(t, cluster.Client(withClusterTimeouts), "rl:", nil)
 	p := &limiter.Policy{Name: "login_user", Algorithm: limiter.SlidingLog, Limit: 10, Period: time.Minute}

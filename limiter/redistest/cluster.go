@@ -19,10 +19,12 @@ const clusterSize = 3
 // slotCount is the number of hash slots of a Redis Cluster.
 const slotCount = 16384
 
-// Cluster is a Redis Cluster of three masters (no replicas), each a
-// redis-server child process. Its methods are safe for concurrent use.
+// Cluster is a Redis Cluster of three masters, each a redis-server child
+// process, and with [WithReplicas] as many replicas of each. Its methods are
+// safe for concurrent use.
 type Cluster struct {
-	nodes []*Server
+	nodes    []*Server // the masters, in slot order
+	replicas []*Server // replicas[i*r+j] replicates nodes[i]
 
 	mu          sync.Mutex
 	clients     []*redis.ClusterClient
@@ -43,13 +45,16 @@ func NewCluster(opts ...Option) (*Cluster, error) {
 		return nil, fmt.Errorf("start redis cluster: %w", err)
 	}
 	cfg := newConfig(opts)
-	c := &Cluster{nodes: make([]*Server, clusterSize)}
-	errs := make([]error, clusterSize)
+	c := &Cluster{nodes: make([]*Server, clusterSize), replicas: make([]*Server, clusterSize*cfg.replicas)}
+	all := append(slices.Clone(c.nodes), c.replicas...)
+	errs := make([]error, len(all))
 	var wg sync.WaitGroup
-	for i := range c.nodes {
-		wg.Go(func() { c.nodes[i], errs[i] = newServer(bin, cfg, true) })
+	for i := range all {
+		wg.Go(func() { all[i], errs[i] = newServer(bin, cfg, true) })
 	}
 	wg.Wait()
+	copy(c.nodes, all[:clusterSize])
+	copy(c.replicas, all[clusterSize:])
 	if err := errors.Join(errs...); err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("start redis cluster: %w", err)
@@ -61,22 +66,28 @@ func NewCluster(opts ...Option) (*Cluster, error) {
 	return c, nil
 }
 
-// form assigns slots, meets the nodes and waits for convergence.
+// all returns the masters, then the replicas.
+func (c *Cluster) all() []*Server { return append(slices.Clone(c.nodes), c.replicas...) }
+
+// form assigns slots, meets the nodes, attaches the replicas and waits for
+// convergence.
 func (c *Cluster) form(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	clients := make([]*redis.Client, len(c.nodes))
-	for i, n := range c.nodes {
+	nodes := c.all()
+	clients := make([]*redis.Client, len(nodes))
+	for i, n := range nodes {
 		clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, DialerRetries: 1})
 		defer clients[i].Close()
 	}
-	for i, rdb := range clients {
+	masters := clients[:len(c.nodes)]
+	for i, rdb := range masters {
 		// Distinct config epochs spare the nodes the epoch collision
 		// resolution that would otherwise delay convergence.
 		if err := rdb.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
 			return fmt.Errorf("set config epoch on %s: %w", c.nodes[i].Addr(), err)
 		}
-		lo, hi := i*slotCount/len(clients), (i+1)*slotCount/len(clients)-1
+		lo, hi := i*slotCount/len(masters), (i+1)*slotCount/len(masters)-1
 		if err := rdb.ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
 			return fmt.Errorf("add slots %d-%d on %s: %w", lo, hi, c.nodes[i].Addr(), err)
 		}
@@ -84,18 +95,73 @@ func (c *Cluster) form(timeout time.Duration) error {
 	// Meet every pair directly: learning about a third node through gossip
 	// alone takes seconds, as pings carrying gossip go out about once a second.
 	for i, rdb := range clients {
-		for _, n := range c.nodes[i+1:] {
+		for _, n := range nodes[i+1:] {
 			// The bus port is not port+10000, so it must be given explicitly.
 			err := rdb.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", n.port, n.busPort).Err()
 			if err != nil {
-				return fmt.Errorf("cluster meet %s from %s: %w", n.Addr(), c.nodes[i].Addr(), err)
+				return fmt.Errorf("cluster meet %s from %s: %w", n.Addr(), nodes[i].Addr(), err)
 			}
 		}
+	}
+	if err := c.attachReplicas(ctx, masters, clients[len(c.nodes):]); err != nil {
+		return err
 	}
 	if err := waitConverged(ctx, clients); err != nil {
 		return fmt.Errorf("cluster not ready within %v: %w", timeout, err)
 	}
 	return nil
+}
+
+// attachReplicas makes each replica replicate its master (CLUSTER
+// REPLICATE, once the replica has heard of the master) and waits until every
+// replica's link to its master is up, so that a failover can promote it.
+func (c *Cluster) attachReplicas(ctx context.Context, masters, replicas []*redis.Client) error {
+	if len(replicas) == 0 {
+		return nil
+	}
+	per := len(replicas) / len(masters)
+	for i, rdb := range replicas {
+		master := masters[i/per]
+		id, err := master.ClusterMyID(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("cluster myid on %s: %w", master.Options().Addr, err)
+		}
+		for {
+			err := rdb.Do(ctx, "CLUSTER", "REPLICATE", id).Err()
+			if err == nil {
+				break
+			}
+			if !strings.Contains(err.Error(), "Unknown node") {
+				return fmt.Errorf("cluster replicate %s on %s: %w", id, rdb.Options().Addr, err)
+			}
+			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+				return fmt.Errorf("replica %s never heard of master %s: %w", rdb.Options().Addr, master.Options().Addr, err)
+			}
+		}
+	}
+	for _, rdb := range replicas {
+		for {
+			info, err := rdb.Info(ctx, "replication").Result()
+			if err == nil && parseInfo(info)["master_link_status"] == "up" {
+				break
+			}
+			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+				return fmt.Errorf("replica %s never linked to its master: %w", rdb.Options().Addr, err)
+			}
+		}
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // WaitReady polls until every node reports cluster_state:ok, knows all
@@ -105,8 +171,9 @@ func (c *Cluster) form(timeout time.Duration) error {
 // master answers at once but serves its slots (and reports cluster_state:ok)
 // only about 2s after it started.
 func (c *Cluster) WaitReady(ctx context.Context) error {
-	clients := make([]*redis.Client, len(c.nodes))
-	for i, n := range c.nodes {
+	nodes := c.all()
+	clients := make([]*redis.Client, len(nodes))
+	for i, n := range nodes {
 		clients[i] = redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, DialerRetries: 1})
 		defer clients[i].Close()
 	}
@@ -212,6 +279,12 @@ func (c *Cluster) Nodes() []*Server {
 	return slices.Clone(c.nodes)
 }
 
+// Replicas returns the replicas started by [WithReplicas]: r per master,
+// those of the first master first. They are closed by [Cluster.Close].
+func (c *Cluster) Replicas() []*Server {
+	return slices.Clone(c.replicas)
+}
+
 // Client returns a new cluster client seeded with [Cluster.Addrs] and go-redis
 // defaults; opts are applied last. Each call returns a new client. Clients
 // still open when the cluster is closed are closed by [Cluster.Close];
@@ -241,9 +314,10 @@ func (c *Cluster) Close() error {
 	for _, rdb := range clients {
 		_ = rdb.Close()
 	}
-	errs := make([]error, len(c.nodes))
+	nodes := c.all()
+	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
-	for i, n := range c.nodes {
+	for i, n := range nodes {
 		if n != nil {
 			wg.Go(func() { errs[i] = n.Close() })
 		}

@@ -22,10 +22,13 @@
 //	}
 //
 // Failure tests can stop and restart a server on the same port
-// ([Server.Stop], [Server.Start], [Server.Restart]) or simulate a hung server
-// with SIGSTOP/SIGCONT ([Server.Freeze], [Server.Thaw]). Cluster nodes are
-// ordinary [Server] values reachable through [Cluster.Nodes];
-// [Cluster.WaitReady] waits for the cluster to become healthy again.
+// ([Server.Stop], [Server.Start], [Server.Restart]), kill it as kill -9 does
+// ([Server.Kill]) or simulate a hung server with SIGSTOP/SIGCONT
+// ([Server.Freeze], [Server.Thaw]). Cluster nodes are ordinary [Server]
+// values reachable through [Cluster.Nodes] and, with [WithReplicas] (a
+// cluster that fails over), [Cluster.Replicas]; [Cluster.WaitReady] waits
+// for the cluster to become healthy again. A [Proxy] in front of a server
+// adds latency to its replies and counts the connections it accepted.
 //
 // The binary is looked up in PATH by [Find]. When it is missing, [StartServer]
 // and [StartCluster] fail the test (they never skip it) with a message that

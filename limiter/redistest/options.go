@@ -12,6 +12,7 @@ type Option func(*config)
 type config struct {
 	startTimeout time.Duration
 	unixSocket   bool
+	replicas     int
 	directives   [][]string
 }
 
@@ -44,4 +45,10 @@ func WithUnixSocket() Option {
 // spawned, and for a cluster to converge. The default is 10s.
 func WithStartTimeout(d time.Duration) Option {
 	return func(c *config) { c.startTimeout = d }
+}
+
+// WithReplicas gives each master of a [Cluster] n replicas (default 0), so
+// that the cluster fails over when a master dies. Servers ignore it.
+func WithReplicas(n int) Option {
+	return func(c *config) { c.replicas = max(n, 0) }
 }

@@ -261,6 +261,26 @@ func (s *Server) Restart() error {
 	return s.startLocked()
 }
 
+// Kill ends the process with SIGKILL, as kill -9 would: no shutdown, no
+// goodbye to clients or to the cluster bus. It returns once the process has
+// been reaped; [Server.Start] brings it back on the same port.
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.proc == nil {
+		return errors.New("server is stopped")
+	}
+	if err := s.proc.signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill redis-server: %w", err)
+	}
+	<-s.proc.done
+	s.proc = nil
+	return nil
+}
+
 // Freeze suspends the process with SIGSTOP to simulate a hung server: the
 // kernel still accepts connections and buffers requests, but nothing is
 // answered until [Server.Thaw]. Close and Stop also work on a frozen server.

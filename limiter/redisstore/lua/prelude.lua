@@ -3,11 +3,16 @@
 -- Lua numbers are doubles, exact up to 2^53; policy validation keeps every
 -- product below that, and every number goes to Redis through '%d'.
 --
--- ARGV: 1 now (us; empty: Redis TIME)  2 period (us)  3 limit  4 capacity
---       5 cost (0: read only)  6 op ('take' or 'undo')  7 undo cost
---       8 undo window (us) or entry  9 window offset (us, fixed_window)
--- Reply: {allowed, remaining, retry_us, reset_us, delay_us, exceeds,
---         receipt_cost, receipt_window, receipt_entry}
+-- Each algorithm is a function
+--   alg(k1, k2, now, per, limit, cap, cost, undo, ref, offset)
+-- that decides without writing and returns its reply and a function that
+-- makes its writes (nil when there are none), so that a script applying
+-- several policies writes only once all of them granted.
+-- cost 0 reads the state; undo gives back what a receipt (ref) charged, or
+-- for the buckets refunds cost units.
+-- Reply (all integers): {allowed, remaining, retry_us, reset_us, delay_us,
+--   exceeds, receipt_cost, receipt_ref}; receipt_ref is the window start of
+-- the windows, the entry's sequence number of sliding_log.
 
 local function idiv(a, b) -- floor(a / b), exact for integers below 2^53
   local q = math.floor(a / b)
@@ -19,16 +24,9 @@ local function fmt(n) return string.format('%d', n) end
 local function expire(key, us) -- PEXPIRE rounds up to whole milliseconds
   if us <= 0 then redis.call('DEL', key) else redis.call('PEXPIRE', key, fmt(cdiv(us, 1000))) end
 end
-
-local now = tonumber(ARGV[1])
-if not now then
+local function clock(arg)
+  local now = tonumber(arg)
+  if now then return now end
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local per = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-local cap = tonumber(ARGV[4])
-local cost = tonumber(ARGV[5])
-local undo = ARGV[6] == 'undo'
-local undo_cost = tonumber(ARGV[7]) or 0
-local undo_ref = ARGV[8] or ''

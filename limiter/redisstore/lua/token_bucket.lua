@@ -1,39 +1,43 @@
 -- token_bucket: capacity cap, refilled at limit per period, cost taken all
 -- or nothing. State (a string, one GET and one SET PX): "tokens x period, last time".
-local key = KEYS[1]
-local full = cap * per
-local tokens = full
-local st = redis.call('GET', key)
-if st then
-  local v, t = string.match(st, '^(%d+) (%d+)$')
-  tokens = tonumber(v)
-  local last = tonumber(t)
-  if now < last then now = last end
-  local elapsed = now - last
-  if elapsed >= cdiv(full - tokens, limit) then tokens = full else tokens = tokens + elapsed * limit end
-end
-
-local allowed, exceeds, retry, write, rcost = 0, 0, 0, false, 0
-if undo then
-  tokens = math.min(full, tokens + undo_cost * per)
-  allowed, write = 1, true
-elseif cost == 0 then
-  allowed = 1
-elseif cost > cap then
-  exceeds = 1
-elseif tokens >= cost * per then
-  tokens = tokens - cost * per
-  allowed, write, rcost = 1, true, cost
-else
-  retry = cdiv(cost * per - tokens, limit)
-end
-
-local reset = cdiv(full - tokens, limit)
-if write then
-  if reset > 0 then
-    redis.call('SET', key, fmt(tokens) .. ' ' .. fmt(now), 'PX', fmt(cdiv(reset, 1000)))
-  else
-    redis.call('DEL', key)
+local function token_bucket(key, _, now, per, limit, cap, cost, undo)
+  local full = cap * per
+  local tokens = full
+  local st = redis.call('GET', key)
+  if st then
+    local sp = string.find(st, ' ', 1, true)
+    tokens = tonumber(string.sub(st, 1, sp - 1))
+    local last = tonumber(string.sub(st, sp + 1))
+    if now < last then now = last end
+    local elapsed = now - last
+    if elapsed >= cdiv(full - tokens, limit) then tokens = full else tokens = tokens + elapsed * limit end
   end
+
+  local allowed, exceeds, retry, write, rcost = 0, 0, 0, false, 0
+  if undo then
+    tokens = math.min(full, tokens + cost * per)
+    allowed, write = 1, true
+  elseif cost == 0 then
+    allowed = 1
+  elseif cost > cap then
+    exceeds = 1
+  elseif tokens >= cost * per then
+    tokens = tokens - cost * per
+    allowed, write, rcost = 1, true, cost
+  else
+    retry = cdiv(cost * per - tokens, limit)
+  end
+
+  local reset = cdiv(full - tokens, limit)
+  local w
+  if write then
+    w = function()
+      if reset > 0 then
+        redis.call('SET', key, fmt(tokens) .. ' ' .. fmt(now), 'PX', fmt(cdiv(reset, 1000)))
+      else
+        redis.call('DEL', key)
+      end
+    end
+  end
+  return {allowed, idiv(tokens, per), retry, reset, 0, exceeds, rcost, 0}, w
 end
-return {allowed, idiv(tokens, per), retry, reset, 0, exceeds, rcost, 0, ''}
