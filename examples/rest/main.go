@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/httplimit"
@@ -34,11 +33,12 @@ func main() {
 	var store limiter.Store = memstore.New(nil)
 	hashKey := []byte(os.Getenv("HASH_KEY")) // gateways sharing Redis must share it
 	if *redisAddr != "" {
-		client := redis.NewClient(&redis.Options{Addr: *redisAddr, ContextTimeoutEnabled: true})
-		rs, err := redisstore.New(client, nil)
+		// The store makes its own client: warm connections, no retried scripts.
+		rs, err := redisstore.Open(redisstore.ClientOptions{URL: "redis://" + *redisAddr}, nil)
 		if err != nil {
 			log.Fatal(err)
 		}
+		defer rs.Close()
 		store = rs
 		if len(hashKey) == 0 {
 			log.Fatal("set HASH_KEY: every instance sharing Redis must hash identities alike")

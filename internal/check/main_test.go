@@ -91,6 +91,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { rs.Close() })
 		store = rs
 		// Generous: the tests are about decisions, not a busy machine's latency.
 		opts = append(opts, limiter.WithTimeout(5*time.Second), limiter.WithLocalFallback(memstore.New(nil), 2))

@@ -36,6 +36,7 @@ func (pc PolicyConfig) policy(name string) *limiter.Policy {
 		Key:          slices.Clone(pc.Key),
 		Mode:         pc.Mode,
 		OnStoreError: pc.OnStoreError,
+		LocalCache:   pc.LocalCache,
 	}
 }
 

@@ -199,6 +199,9 @@ type PolicyConfig struct {
 	Key          []string         `yaml:"key"`
 	Mode         limiter.Mode     `yaml:"mode"`
 	OnStoreError limiter.FailMode `yaml:"on_store_error"`
+	// LocalCache remembers a denied key in process until its retry-after and
+	// denies it without a round trip (off by default).
+	LocalCache bool `yaml:"local_cache"`
 }
 
 // RouteConfig applies policies to the requests its match selects.

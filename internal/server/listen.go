@@ -1,8 +1,6 @@
 package server
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -11,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/costgate/costgate/limiter/redisstore"
 )
 
 // Connection deadlines (SPEC §5): a slow reader or writer cannot hold a
@@ -127,14 +127,8 @@ func (c *countedConn) Close() error {
 }
 
 // RedisLogger sends go-redis's own log lines through logger, as JSON with
-// the rest, instead of plain text on stderr. go-redis has one process-wide
-// logger; the server sets it once at start.
+// the rest and at most one a second, instead of plain text on stderr.
+// go-redis has one process-wide logger; the server sets it once at start.
 func RedisLogger(logger *slog.Logger) {
-	redis.SetLogger(redisLog{logger})
-}
-
-type redisLog struct{ l *slog.Logger }
-
-func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
-	r.l.WarnContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+	redis.SetLogger(redisstore.NewLogger(logger))
 }

@@ -291,19 +291,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	st := s.state
 	s.mu.Unlock()
-	state := limiter.StoreUp
-	if st.redis != nil {
-		if state = st.breaker.State(); state != limiter.StoreBreakerOpen {
-			ctx, cancel := context.WithTimeout(r.Context(), limiter.DefaultTimeout)
-			defer cancel()
-			if err := st.redis.Ping(ctx).Err(); err != nil {
-				state = limiter.StoreDown
-			} else {
-				state = limiter.StoreUp
-			}
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": map[string]string{"kind": st.name, "state": string(state)}})
+	ctx, cancel := context.WithTimeout(r.Context(), 2*limiter.DefaultTimeout)
+	defer cancel()
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": st.health(ctx)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

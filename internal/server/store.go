@@ -1,14 +1,11 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/limiter"
@@ -29,8 +26,7 @@ type state struct {
 
 	name    string // "memory" or "redis"
 	limiter *limiter.Limiter
-	breaker *limiter.Breaker // nil with the memory store
-	redis   redis.UniversalClient
+	redis   *redisstore.Store // nil with the memory store
 	hashKey []byte
 }
 
@@ -44,23 +40,23 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 	timeout := limiter.DefaultTimeout
 	var store limiter.Store
 	opts := []limiter.Option{limiter.WithObserver(m.observe), limiter.WithLogger(logger)}
-	if cfg.Store.Redis == nil {
+	if rc := cfg.Store.Redis; rc == nil {
 		st.name = "memory"
 		store = memstore.New(&memstore.Options{MaxKeys: cfg.Store.Memory.MaxKeys, OnEvict: m.evictions.Inc})
 	} else {
-		client, err := redisClient(cfg.Store.Redis)
-		if err != nil {
-			return nil, err
+		// The store builds and owns its client: warm connections, no
+		// retried scripts, per-node breakers, the slot map followed on a
+		// node's first error.
+		co := redisstore.ClientOptions{URL: rc.URL, Cluster: rc.Cluster, Timeout: rc.Timeout}
+		if rc.Sentinel != nil {
+			co.Sentinel = &redisstore.SentinelOptions{Master: rc.Sentinel.Master, Addrs: rc.Sentinel.Addrs}
 		}
-		rs, err := redisstore.New(client, &redisstore.Options{KeyPrefix: cfg.Store.KeyPrefix})
+		rs, err := redisstore.Open(co, &redisstore.Options{KeyPrefix: cfg.Store.KeyPrefix})
 		if err != nil {
-			client.Close()
-			return nil, err
+			return nil, fmt.Errorf("store.redis: %w", err)
 		}
-		st.name, st.redis = "redis", client
-		st.breaker = limiter.NewBreaker(rs, 5, time.Second)
-		store = st.breaker
-		timeout = cfg.Store.Redis.Timeout
+		st.name, st.redis, store = "redis", rs, rs
+		timeout = rc.Timeout
 		opts = append(opts, limiter.WithLocalFallback(memstore.New(nil), cfg.Store.Gateways))
 	}
 	opts = append(opts, limiter.WithTimeout(timeout), limiter.WithStoreName(st.name))
@@ -87,31 +83,24 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 	return st, nil
 }
 
-func (st *state) close() {
-	if st.redis != nil {
-		st.redis.Close()
-	}
+// storeHealth is the store part of the readiness body.
+type storeHealth struct {
+	Kind  string                  `json:"kind"`
+	State limiter.StoreState      `json:"state"` // up, down, breaker open, out of memory
+	Nodes []redisstore.NodeHealth `json:"nodes,omitempty"`
 }
 
-// redisClient builds the client for store.redis. ContextTimeoutEnabled makes
-// go-redis honour the store timeout on a hung socket.
-func redisClient(rc *config.RedisConfig) (redis.UniversalClient, error) {
-	switch {
-	case rc.URL != "":
-		o, err := redis.ParseURL(rc.URL)
-		if err != nil {
-			return nil, fmt.Errorf("store.redis.url: %w", err)
-		}
-		o.ContextTimeoutEnabled = true
-		return redis.NewClient(o), nil
-	case len(rc.Cluster) > 0:
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Cluster, ContextTimeoutEnabled: true}), nil
-	case rc.Sentinel != nil:
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            rc.Sentinel.Master,
-			SentinelAddrs:         rc.Sentinel.Addrs,
-			ContextTimeoutEnabled: true,
-		}), nil
+// health is the store's state for readiness.
+func (st *state) health(ctx context.Context) storeHealth {
+	if st.redis == nil {
+		return storeHealth{Kind: st.name, State: limiter.StoreUp}
 	}
-	return nil, errors.New("store.redis: one of url, cluster, sentinel is required")
+	h := st.redis.Health(ctx)
+	return storeHealth{Kind: st.name, State: h.State, Nodes: h.Nodes}
+}
+
+func (st *state) close() {
+	if st.redis != nil {
+		st.redis.Close() // its workers, then its client
+	}
 }

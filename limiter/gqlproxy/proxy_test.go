@@ -132,6 +132,7 @@ func newProxyEnv(t *testing.T, upstreamURL string, opts ...func(*gqllimit.Config
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { store.Close() })
 	lim, err := limiter.New(store, limiter.WithTimeout(10*time.Second), limiter.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

@@ -104,6 +104,7 @@ func newTestServer(t *testing.T, o serverOpts) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { store.Close() })
 	ev := &eventLog{}
 	// A generous store timeout: these tests are about decisions, and a busy
 	// machine running -race must not turn them into fail-open store errors.
