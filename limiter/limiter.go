@@ -114,20 +114,35 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, key string, cost int64) 
 // A store that implements BatchStore charges them all in one step (one
 // round trip to Redis, whatever the number of policies).
 func (l *Limiter) AllowAll(ctx context.Context, reqs []Request) ([]Decision, bool) {
+	return l.AppendAllowAll(make([]Decision, 0, len(reqs)), ctx, reqs)
+}
+
+// AppendAllowAll is AllowAll appending the decisions to dst, so that a
+// caller with a buffer of its own (on its stack) allocates nothing for them.
+func (l *Limiter) AppendAllowAll(dst []Decision, ctx context.Context, reqs []Request) ([]Decision, bool) {
 	if bs, ok := l.store.(BatchStore); ok && len(reqs) > 1 {
-		return l.allowBatch(ctx, bs, reqs)
+		ds, ok := l.allowBatch(ctx, bs, reqs)
+		return append(dst, ds...), ok
 	}
-	decisions := make([]Decision, 0, len(reqs))
+	decisions := dst
+	base := len(dst)
 	for _, r := range reqs {
 		r.Cost = max(r.Cost, 1)
 		d := l.check(ctx, r)
 		decisions = append(decisions, d)
 		if !d.Allowed {
-			l.undo(ctx, reqs, decisions[:len(decisions)-1])
+			l.undo(ctx, reqs, decisions[base:len(decisions)-1])
 			return decisions, false
 		}
 	}
 	return decisions, true
+}
+
+// isPolicyError reports a *PolicyError in err's chain. Apart from check, so
+// that its errors.As target does not cost check an allocation.
+func isPolicyError(err error) bool {
+	var perr *PolicyError
+	return errors.As(err, &perr)
 }
 
 // allowBatch is AllowAll over a BatchStore.
@@ -302,13 +317,10 @@ func (l *Limiter) check(ctx context.Context, r Request) Decision {
 			return d
 		}
 	}
-	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
-		return l.store.Take(ctx, p, r.Key, r.Cost)
-	})
+	d, err := l.take(ctx, r)
 	d.Policy, d.Cost = p, r.Cost
-	var perr *PolicyError
 	switch {
-	case errors.As(err, &perr):
+	case err != nil && isPolicyError(err):
 		// A policy no store can apply is a programming error, never a
 		// reason to let traffic through: it denies whatever on_store_error says.
 		d = Decision{Policy: p, Cost: r.Cost, Limit: p.Capacity(), Err: err, Outcome: ErrorDenied}
@@ -432,6 +444,18 @@ func (l *Limiter) storeIsLocal() bool {
 // Local is implemented by stores that answer in process, without I/O: the
 // Limiter does not arm a timeout for them.
 type Local interface{ Local() bool }
+
+// take is one store Take, bounded by the timeout unless the store answers in
+// process or bounds its own calls. It is call without the closure: the
+// check path allocates nothing of its own.
+func (l *Limiter) take(ctx context.Context, r Request) (Decision, error) {
+	if l.selfTimed || l.storeIsLocal() || l.timeout <= 0 {
+		return l.store.Take(ctx, r.Policy, r.Key, r.Cost)
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	return l.store.Take(ctx, r.Policy, r.Key, r.Cost)
+}
 
 func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, error)) (Decision, error) {
 	if l.selfTimed || l.storeIsLocal() {
