@@ -25,19 +25,36 @@ const (
 )
 
 func algorithmOf(a limiter.Algorithm) algorithm {
-	switch a {
-	case limiter.TokenBucket:
-		return tokenBucket
-	case limiter.LeakyBucket:
-		return leakyBucket
-	case limiter.SlidingLog:
-		return slidingLog
-	case limiter.SlidingWindow:
-		return slidingWindow
-	case limiter.FixedWindow:
-		return fixedWindow
+	// Told apart by length and first letter, confirmed by one comparison.
+	var alg algorithm
+	switch {
+	case len(a) == len(limiter.SlidingLog):
+		alg = slidingLog
+	case len(a) == len(limiter.SlidingWindow):
+		alg = slidingWindow
+	case len(a) != len(limiter.TokenBucket):
+		return 0
+	case a[0] == 't':
+		alg = tokenBucket
+	case a[0] == 'l':
+		alg = leakyBucket
+	case a[0] == 'f':
+		alg = fixedWindow
+	default:
+		return 0
 	}
-	return 0
+	if a != algorithms[alg] {
+		return 0
+	}
+	return alg
+}
+
+var algorithms = [...]limiter.Algorithm{
+	tokenBucket:   limiter.TokenBucket,
+	leakyBucket:   limiter.LeakyBucket,
+	slidingLog:    limiter.SlidingLog,
+	slidingWindow: limiter.SlidingWindow,
+	fixedWindow:   limiter.FixedWindow,
 }
 
 func (a algorithm) bucket() bool { return a == tokenBucket || a == leakyBucket }
@@ -84,21 +101,21 @@ type logEntry struct {
 }
 
 // result is one step's outcome in store units, filled in by the algorithm
-// (which expects it zeroed). The new state is kept only when write is set (a
-// denial or a read changes nothing), and dropped when ttl is 0: it is then
-// back to its initial value.
+// (which expects it zeroed). The algorithm changes the state it was given
+// (held: the key has one; else it starts from the initial value) only when
+// it sets write (a denial or a read changes nothing); the state is dropped
+// when ttl is 0: it is then back to its initial value.
 type result struct {
-	allowed  bool
-	exceeds  bool
-	remain   int64
-	retry    int64
-	reset    int64
-	delay    int64
-	receipt  limiter.Receipt
-	write    bool // the state changed
-	ttl      int64
-	newState state
-	// The buckets: the instant newState is full again, fullAt plus
+	allowed bool
+	exceeds bool
+	remain  int64
+	retry   int64
+	reset   int64
+	delay   int64
+	receipt limiter.Receipt
+	write   bool // the state changed
+	ttl     int64
+	// The buckets: the instant the new state is full again, fullAt plus
 	// fullFrac/limit µs (see bucketFullAt), worked out beside reset.
 	fullAt, fullFrac int64
 }
@@ -115,10 +132,10 @@ func b2i(b bool) int64 {
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
 // takeTokenBucket: capacity cap, refills limit per period; tokens are held ×per.
-func takeTokenBucket(pr params, st *state, now, cost int64, undo *limiter.Receipt, r *result) {
+func takeTokenBucket(pr params, st *state, held bool, now, cost int64, undo *limiter.Receipt, r *result) {
 	full := pr.cap * pr.per
 	tokens, last := full, now
-	if st != nil {
+	if held {
 		tokens, last = st.level, st.last
 		now = max(now, last)
 		tokens = full - bucketDebt(full-tokens, now-last, pr.limit)
@@ -142,15 +159,17 @@ func takeTokenBucket(pr params, st *state, now, cost int64, undo *limiter.Receip
 	r.fullAt, r.fullFrac = now+(full-tokens)/pr.limit, (full-tokens)%pr.limit
 	r.reset = r.fullAt - now + b2i(r.fullFrac > 0)
 	r.ttl = r.reset
-	r.newState = state{level: tokens, last: now}
+	if r.write {
+		st.level, st.last = tokens, now
+	}
 }
 
 // takeLeakyBucket: a queue of at most cap units draining limit per period; a
 // request waits for the queue ahead of it (delay). The queue is held ×per.
-func takeLeakyBucket(pr params, st *state, now, cost int64, undo *limiter.Receipt, r *result) {
+func takeLeakyBucket(pr params, st *state, held bool, now, cost int64, undo *limiter.Receipt, r *result) {
 	full := pr.cap * pr.per
 	var level int64
-	if st != nil {
+	if held {
 		level = st.level
 		now = max(now, st.last)
 		level = bucketDebt(level, now-st.last, pr.limit)
@@ -176,16 +195,18 @@ func takeLeakyBucket(pr params, st *state, now, cost int64, undo *limiter.Receip
 	r.fullAt, r.fullFrac = now+level/pr.limit, level%pr.limit
 	r.reset = r.fullAt - now + b2i(r.fullFrac > 0)
 	r.ttl = r.reset
-	r.newState = state{level: level, last: now}
+	if r.write {
+		st.level, st.last = level, now
+	}
 }
 
 // takeSlidingLog: at most limit units inside any window of length per. An entry
 // made at t counts while now < t+per. The log is changed only on the paths
 // that set write.
-func takeSlidingLog(pr params, st *state, now, cost int64, undo *limiter.Receipt, r *result) {
+func takeSlidingLog(pr params, st *state, held bool, now, cost int64, undo *limiter.Receipt, r *result) {
 	var s state
 	var lg logState
-	if st != nil {
+	if held {
 		s = *st
 		now = max(now, s.last)
 		if s.log != nil {
@@ -246,7 +267,9 @@ func takeSlidingLog(pr params, st *state, now, cost int64, undo *limiter.Receipt
 		}
 		*s.log = lg
 	}
-	r.newState = s
+	if r.write {
+		*st = s
+	}
 }
 
 // id is the entry's receipt, "seq:cost", as the Redis store names it.
@@ -265,9 +288,9 @@ func (e logEntry) names(receipt string) bool {
 
 // takeSlidingWindow: prev·(per−elapsed)/per + cur ≤ limit, in units ×per.
 // Windows are aligned to multiples of per.
-func takeSlidingWindow(pr params, st *state, now, cost int64, undo *limiter.Receipt, r *result) {
+func takeSlidingWindow(pr params, st *state, held bool, now, cost int64, undo *limiter.Receipt, r *result) {
 	var s state
-	if st != nil {
+	if held {
 		s = *st
 		now = max(now, s.last)
 	}
@@ -315,14 +338,16 @@ func takeSlidingWindow(pr params, st *state, now, cost int64, undo *limiter.Rece
 		r.reset = pr.per - elapsed
 	}
 	r.ttl = r.reset
-	r.newState = s
+	if r.write {
+		*st = s
+	}
 }
 
 // takeFixedWindow: a counter per window; windows start at offset (per key) plus
 // multiples of per.
-func takeFixedWindow(pr params, st *state, now, cost, offset int64, undo *limiter.Receipt, r *result) {
+func takeFixedWindow(pr params, st *state, held bool, now, cost, offset int64, undo *limiter.Receipt, r *result) {
 	var s state
-	if st != nil {
+	if held {
 		s = *st
 		now = max(now, s.last)
 	}
@@ -353,7 +378,9 @@ func takeFixedWindow(pr params, st *state, now, cost, offset int64, undo *limite
 		r.reset = ws + pr.per - now
 	}
 	r.ttl = r.reset
-	r.newState = s
+	if r.write {
+		*st = s
+	}
 }
 
 func floorMod(a, b int64) int64 {

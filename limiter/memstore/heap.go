@@ -33,13 +33,14 @@ type lazyHeap struct {
 	items []int32
 }
 
-// key returns e's key in h (rank, rankLo for the pair).
-func (h *lazyHeap) key(e *entry) (int64, int64) {
+// key returns entry idx's key in h (rank, rankLo for the pair).
+func (sh *shard) key(h *lazyHeap, idx int32) (int64, int64) {
+	e := &sh.entries[idx]
 	switch h.id {
 	case byExpiry:
-		return e.expireAt, 0
+		return sh.windows[e.window].expireAt, 0
 	case byEvent:
-		return e.eventAt, 0
+		return sh.windows[e.window].eventAt, 0
 	}
 	if h.pair {
 		return e.rank, e.rankLo
@@ -47,16 +48,25 @@ func (h *lazyHeap) key(e *entry) (int64, int64) {
 	return e.rank, 0
 }
 
+// posOf points at entry idx's position in h.
+func (sh *shard) posOf(h *lazyHeap, idx int32) *int32 {
+	e := &sh.entries[idx]
+	if h.id == byOrder {
+		return &e.pos
+	}
+	return &sh.windows[e.window].pos[h.id-1]
+}
+
 func (sh *shard) less(h *lazyHeap, a, b int) bool {
-	a1, a2 := h.key(&sh.entries[h.items[a]])
-	b1, b2 := h.key(&sh.entries[h.items[b]])
+	a1, a2 := sh.key(h, h.items[a])
+	b1, b2 := sh.key(h, h.items[b])
 	return a1 < b1 || a1 == b1 && a2 < b2
 }
 
 func (sh *shard) swap(h *lazyHeap, a, b int) {
 	h.items[a], h.items[b] = h.items[b], h.items[a]
-	sh.entries[h.items[a]].pos[h.id] = int32(a)
-	sh.entries[h.items[b]].pos[h.id] = int32(b)
+	*sh.posOf(h, h.items[a]) = int32(a)
+	*sh.posOf(h, h.items[b]) = int32(b)
 }
 
 func (sh *shard) up(h *lazyHeap, i int) {
@@ -89,14 +99,14 @@ func (sh *shard) down(h *lazyHeap, i int) {
 }
 
 func (sh *shard) push(h *lazyHeap, idx int32) {
-	sh.entries[idx].pos[h.id] = int32(len(h.items))
+	*sh.posOf(h, idx) = int32(len(h.items))
 	h.items = append(h.items, idx)
 	sh.up(h, len(h.items)-1)
 }
 
 // remove takes entry idx out of h.
 func (sh *shard) remove(h *lazyHeap, idx int32) {
-	i := int(sh.entries[idx].pos[h.id])
+	i := int(*sh.posOf(h, idx))
 	last := len(h.items) - 1
 	if i != last {
 		sh.swap(h, i, last)
@@ -109,7 +119,7 @@ func (sh *shard) remove(h *lazyHeap, idx int32) {
 }
 
 // lowered sifts entry idx up after its key in h was lowered.
-func (sh *shard) lowered(h *lazyHeap, idx int32) { sh.up(h, int(sh.entries[idx].pos[h.id])) }
+func (sh *shard) lowered(h *lazyHeap, idx int32) { sh.up(h, int(*sh.posOf(h, idx))) }
 
 // raisedTop sifts the top down after its key was raised.
 func (sh *shard) raisedTop(h *lazyHeap) { sh.down(h, 0) }
@@ -117,7 +127,7 @@ func (sh *shard) raisedTop(h *lazyHeap) { sh.down(h, 0) }
 // rebuild restores the heap order after every key in h changed.
 func (sh *shard) rebuild(h *lazyHeap) {
 	for i, idx := range h.items {
-		sh.entries[idx].pos[h.id] = int32(i)
+		*sh.posOf(h, idx) = int32(i)
 	}
 	for i := len(h.items)/2 - 1; i >= 0; i-- {
 		sh.down(h, i)

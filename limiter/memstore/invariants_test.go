@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/storetest"
@@ -25,6 +26,7 @@ func (sh *shard) check(t *testing.T, now int64) {
 		free[i] = true
 	}
 	perGroup := make([]int, len(sh.groups))
+	windows := map[int32]bool{}
 	for i := range sh.entries {
 		idx := int32(i)
 		if free[idx] {
@@ -45,20 +47,31 @@ func (sh *shard) check(t *testing.T, now int64) {
 			t.Fatalf("entry %d (%q) is not in the table", idx, e.key)
 		}
 		g := &sh.groups[e.group]
+		st := sh.stateOf(idx)
+		if g.bucket() != (e.window < 0) {
+			t.Fatalf("entry %q of %s: window %d", e.key, g.name, e.window)
+		}
 		if g.bucket() {
-			rank, lo := bucketFullAt(g.pr, &e.st)
+			rank, lo := bucketFullAt(g.pr, &st)
 			if e.rank > rank || e.rank == rank && e.rankLo > lo {
 				t.Fatalf("entry %q: bucket key (%d,%d) above the true (%d,%d)", e.key, e.rank, e.rankLo, rank, lo)
 			}
-		} else if exp := windowExpiry(g.pr, &e.st); e.expireAt > exp {
-			t.Fatalf("entry %q: expiry key %d above the true %d", e.key, e.expireAt, exp)
+		} else if w := &sh.windows[e.window]; w.expireAt > windowExpiry(g.pr, &st) {
+			t.Fatalf("entry %q: expiry key %d above the true %d", e.key, w.expireAt, windowExpiry(g.pr, &st))
+		} else if windows[e.window] {
+			t.Fatalf("entry %q: window %d shared", e.key, e.window)
+		} else {
+			windows[e.window] = true
 		}
-		if g.pr.alg == fixedWindow && e.rank > e.st.cur {
-			t.Fatalf("entry %q: rank %d above its count %d", e.key, e.rank, e.st.cur)
+		if g.pr.alg == fixedWindow && e.rank > st.cur {
+			t.Fatalf("entry %q: rank %d above its count %d", e.key, e.rank, st.cur)
 		}
 	}
 	if live != sh.count || live != sh.table.n {
 		t.Fatalf("live entries %d, count %d, table %d", live, sh.count, sh.table.n)
+	}
+	if len(windows)+len(sh.wfree) != len(sh.windows) {
+		t.Fatalf("%d windows in use, %d free, %d in all", len(windows), len(sh.wfree), len(sh.windows))
 	}
 	if sh.count > sh.maxKeys {
 		t.Fatalf("count %d over the cap %d", sh.count, sh.maxKeys)
@@ -80,8 +93,8 @@ func (sh *shard) check(t *testing.T, now int64) {
 				if free[idx] || sh.entries[idx].group != int32(gi) {
 					t.Fatalf("group %s heap %d: item %d is entry %d of another group or free", g.name, hid, i, idx)
 				}
-				if int(sh.entries[idx].pos[hid]) != i {
-					t.Fatalf("group %s heap %d: entry %d at %d says %d", g.name, hid, idx, i, sh.entries[idx].pos[hid])
+				if int(*sh.posOf(h, idx)) != i {
+					t.Fatalf("group %s heap %d: entry %d at %d says %d", g.name, hid, idx, i, *sh.posOf(h, idx))
 				}
 				if i > 0 && sh.less(h, i, (i-1)/2) {
 					t.Fatalf("group %s heap %d: item %d below its parent", g.name, hid, i)
@@ -99,7 +112,7 @@ func (sh *shard) earliestExpiry() int64 {
 	for gi := range sh.groups {
 		g := &sh.groups[gi]
 		if h := g.expiry(); len(h.items) > 0 {
-			earliest = min(earliest, expiryKey(g, &sh.entries[h.items[0]]))
+			earliest = min(earliest, sh.expiryKey(g, h.items[0]))
 		}
 	}
 	return earliest
@@ -192,7 +205,8 @@ func (sh *shard) snapshot(now int64) map[string]held {
 		}
 		e := &sh.entries[i]
 		g := &sh.groups[e.group]
-		used, capacity, unit := usage(g.pr, &e.st, now)
+		st := sh.stateOf(int32(i))
+		used, capacity, unit := usage(g.pr, &st, now)
 		if used == 0 {
 			continue // full again: the sweep takes it, not an eviction
 		}
@@ -275,5 +289,12 @@ func TestTable(t *testing.T) {
 		if !found {
 			t.Fatalf("entry %d (tag %d) lost", idx, tag)
 		}
+	}
+}
+
+// A bucket step touches one cache line of entries (see entry).
+func TestEntryIsOneCacheLine(t *testing.T) {
+	if got := unsafe.Sizeof(entry{}); got != 64 {
+		t.Errorf("entry is %d bytes, want 64", got)
 	}
 }

@@ -12,38 +12,75 @@ import (
 
 // shard is one lock's share of the keys, with its own cap.
 type shard struct {
-	mu      sync.Mutex
-	maxKeys int
-	count   int
+	// What every call reads comes first, on one cache line.
+	mu sync.Mutex
 	// nextDue is a lower bound of the instants at which the shard's states
 	// are full again: no sweep is needed before it.
 	nextDue int64
-	seed    maphash.Seed
-	onEvict func()
 	table   table
 	entries []entry
-	free    []int32 // indices of unused entries
+
 	groups  []group
+	windows []windowEntry
+	free    []int32 // indices of unused entries
+	wfree   []int32 // of unused windows
+	count   int
+	maxKeys int
+	seed    maphash.Seed
+	onEvict func()
 	// evictions is read without the lock, by Store.Evictions.
 	evictions atomic.Uint64
 	// Keeps the next shard's lock off this shard's cache lines.
 	_ [64]byte
 }
 
-// entry is one key's state under one policy.
+// entry is one key's state under one policy: 64 bytes, one cache line
+// (the slices are line aligned), that hold all a bucket step reads and
+// writes. The window and log algorithms keep the rest of their state in a
+// windowEntry.
 type entry struct {
-	// key, group and st come first: a lookup and a step read only them.
 	key   string
-	group int32 // index in shard.groups: the policy
-	pos   [numHeaps]int32
-	st    state
+	last  int64 // state.last
+	level int64 // state.level
 	// Heap keys, each a lower bound of what it stands for (see heap.go).
 	// rank (and for the buckets rankLo, frac of a µs in 1/limit) orders the
 	// policy's states by quota in use; for the buckets it is the instant
 	// they are full again.
 	rank, rankLo int64
-	expireAt     int64 // windows and logs: back to the initial value
-	eventAt      int64 // sliding windows and logs: rank must be looked at again
+	group        int32 // index in shard.groups: the policy
+	pos          int32 // in the byOrder heap
+	window       int32 // index in shard.windows, or -1
+	_            int32
+}
+
+// windowEntry is the rest of a window or log state, and its other heaps.
+type windowEntry struct {
+	start, cur, prev int64 // state
+	log              *logState
+	expireAt         int64 // back to the initial value
+	eventAt          int64 // rank must be looked at again
+	pos              [numHeaps - 1]int32
+}
+
+// stateOf assembles entry idx's state.
+func (sh *shard) stateOf(idx int32) state {
+	e := &sh.entries[idx]
+	st := state{last: e.last, level: e.level}
+	if e.window >= 0 {
+		w := &sh.windows[e.window]
+		st.start, st.cur, st.prev, st.log = w.start, w.cur, w.prev, w.log
+	}
+	return st
+}
+
+// setState stores st into entry idx.
+func (sh *shard) setState(idx int32, st *state) {
+	e := &sh.entries[idx]
+	e.last, e.level = st.last, st.level
+	if e.window >= 0 {
+		w := &sh.windows[e.window]
+		w.start, w.cur, w.prev, w.log = st.start, st.cur, st.prev, st.log
+	}
 }
 
 // group is one policy's states in a shard, in the heaps it needs.
@@ -88,25 +125,26 @@ func (sh *shard) step(p *limiter.Policy, pr params, key string, tag uint32, now,
 		sh.sweep(now)
 	}
 	idx := sh.lookup(p, pr, key, tag)
-	var st *state
-	if idx >= 0 {
+	var st state
+	held := idx >= 0
+	if held {
 		e := &sh.entries[idx]
 		if sh.groups[e.group].pr != pr {
 			sh.reparam(e.group, pr, now)
 		}
-		st = &e.st
+		st = sh.stateOf(idx)
 	}
 	switch pr.alg {
 	case tokenBucket:
-		takeTokenBucket(pr, st, now, cost, undo, r)
+		takeTokenBucket(pr, &st, held, now, cost, undo, r)
 	case leakyBucket:
-		takeLeakyBucket(pr, st, now, cost, undo, r)
+		takeLeakyBucket(pr, &st, held, now, cost, undo, r)
 	case slidingLog:
-		takeSlidingLog(pr, st, now, cost, undo, r)
+		takeSlidingLog(pr, &st, held, now, cost, undo, r)
 	case slidingWindow:
-		takeSlidingWindow(pr, st, now, cost, undo, r)
+		takeSlidingWindow(pr, &st, held, now, cost, undo, r)
 	case fixedWindow:
-		takeFixedWindow(pr, st, now, cost, offset, undo, r)
+		takeFixedWindow(pr, &st, held, now, cost, offset, undo, r)
 	}
 	switch {
 	case !r.write:
@@ -114,17 +152,11 @@ func (sh *shard) step(p *limiter.Policy, pr params, key string, tag uint32, now,
 		if idx >= 0 {
 			sh.drop(idx)
 		}
-	case idx >= 0:
-		e := &sh.entries[idx]
-		if pr.alg.bucket() {
-			// Only these two change: skip the write barrier of the log pointer.
-			e.st.level, e.st.last = r.newState.level, r.newState.last
-		} else {
-			e.st = r.newState
-		}
-		sh.rekey(idx, now, r)
+	case held:
+		sh.setState(idx, &st)
+		sh.rekey(idx, now, r, &st)
 	default:
-		return sh.insert(p, pr, key, tag, r.newState, now)
+		return sh.insert(p, pr, key, tag, st, now)
 	}
 	return nil
 }
@@ -183,13 +215,28 @@ func (sh *shard) insert(p *limiter.Policy, pr params, key string, tag uint32, st
 	if n := len(sh.free); n > 0 {
 		idx, sh.free = sh.free[n-1], sh.free[:n-1]
 	} else {
+		if len(sh.entries) == cap(sh.entries) {
+			// Double, but never past the cap: a full shard wastes no room.
+			grown := make([]entry, len(sh.entries), min(max(2*cap(sh.entries), 16), sh.maxKeys))
+			copy(grown, sh.entries)
+			sh.entries = grown
+		}
 		idx = int32(len(sh.entries))
-		sh.entries = append(sh.entries, entry{})
+		sh.entries = sh.entries[:idx+1]
 	}
-	e := &sh.entries[idx]
-	*e = entry{key: key, st: st, group: gi}
 	g := &sh.groups[gi]
-	sh.setKeys(g, e, now)
+	e := &sh.entries[idx]
+	*e = entry{key: key, group: gi, window: -1}
+	if !g.bucket() {
+		if n := len(sh.wfree); n > 0 {
+			e.window, sh.wfree = sh.wfree[n-1], sh.wfree[:n-1]
+		} else {
+			e.window = int32(len(sh.windows))
+			sh.windows = append(sh.windows, windowEntry{})
+		}
+	}
+	sh.setState(idx, &st)
+	sh.setKeys(g, idx, now)
 	for h := range numHeaps {
 		if g.uses(h) {
 			sh.push(&g.heaps[h], idx)
@@ -197,7 +244,7 @@ func (sh *shard) insert(p *limiter.Policy, pr params, key string, tag uint32, st
 	}
 	sh.table.insert(tag, idx)
 	sh.count++
-	sh.nextDue = min(sh.nextDue, expiryKey(g, e))
+	sh.nextDue = min(sh.nextDue, sh.expiryKey(g, idx))
 	return nil
 }
 
@@ -211,24 +258,31 @@ func (sh *shard) drop(idx int32) {
 		}
 	}
 	sh.table.delete(uint32(maphash.String(sh.seed, e.key)), idx)
-	*e = entry{} // lets the key and the log go
+	if e.window >= 0 {
+		sh.windows[e.window] = windowEntry{} // lets the log go
+		sh.wfree = append(sh.wfree, e.window)
+	}
+	*e = entry{window: -1} // lets the key go
 	sh.free = append(sh.free, idx)
 	sh.count--
 }
 
-// setKeys sets e's heap keys exactly.
-func (sh *shard) setKeys(g *group, e *entry, now int64) {
+// setKeys sets entry idx's heap keys exactly.
+func (sh *shard) setKeys(g *group, idx int32, now int64) {
+	e := &sh.entries[idx]
+	st := sh.stateOf(idx)
 	if g.bucket() {
-		e.rank, e.rankLo = bucketFullAt(g.pr, &e.st)
+		e.rank, e.rankLo = bucketFullAt(g.pr, &st)
 		return
 	}
-	e.expireAt = windowExpiry(g.pr, &e.st)
-	e.rank, e.eventAt = windowRank(g.pr, g.quantum, &e.st, now)
+	w := &sh.windows[e.window]
+	w.expireAt = windowExpiry(g.pr, &st)
+	e.rank, w.eventAt = windowRank(g.pr, g.quantum, &st, now)
 }
 
 // rekey brings entry idx's heap keys down to its new state where they are
 // now too high; where they are too low they stay, as lower bounds.
-func (sh *shard) rekey(idx int32, now int64, r *result) {
+func (sh *shard) rekey(idx int32, now int64, r *result, st *state) {
 	e := &sh.entries[idx]
 	g := &sh.groups[e.group]
 	if g.bucket() {
@@ -236,35 +290,37 @@ func (sh *shard) rekey(idx int32, now int64, r *result) {
 		if rank < e.rank || rank == e.rank && lo < e.rankLo {
 			e.rank, e.rankLo = rank, lo
 			sh.lowered(&g.heaps[byOrder], idx)
-			sh.nextDue = min(sh.nextDue, expiryKey(g, e))
+			sh.nextDue = min(sh.nextDue, sh.expiryKey(g, idx))
 		}
 		return
 	}
-	if exp := windowExpiry(g.pr, &e.st); exp < e.expireAt {
-		e.expireAt = exp
+	w := &sh.windows[e.window]
+	if exp := windowExpiry(g.pr, st); exp < w.expireAt {
+		w.expireAt = exp
 		sh.lowered(&g.heaps[byExpiry], idx)
 		sh.nextDue = min(sh.nextDue, exp)
 	}
-	rank, event := windowRank(g.pr, g.quantum, &e.st, now)
+	rank, event := windowRank(g.pr, g.quantum, st, now)
 	if rank < e.rank {
 		e.rank = rank
 		sh.lowered(&g.heaps[byOrder], idx)
 	}
-	if g.uses(byEvent) && event < e.eventAt {
-		e.eventAt = event
+	if g.uses(byEvent) && event < w.eventAt {
+		w.eventAt = event
 		sh.lowered(&g.heaps[byEvent], idx)
 	}
 }
 
-// expiryKey is the instant e's expiry key stands for.
-func expiryKey(g *group, e *entry) int64 {
+// expiryKey is the instant entry idx's expiry key stands for.
+func (sh *shard) expiryKey(g *group, idx int32) int64 {
+	e := &sh.entries[idx]
 	if g.bucket() {
 		if e.rankLo > 0 {
 			return e.rank + 1
 		}
 		return e.rank
 	}
-	return e.expireAt
+	return sh.windows[e.window].expireAt
 }
 
 // sweep drops every state that is full again at now.
@@ -276,20 +332,21 @@ func (sh *shard) sweep(now int64) {
 		for len(h.items) > 0 {
 			idx := h.items[0]
 			e := &sh.entries[idx]
+			st := sh.stateOf(idx)
 			if g.bucket() {
-				rank, lo := bucketFullAt(g.pr, &e.st)
+				rank, lo := bucketFullAt(g.pr, &st)
 				if e.rank < rank || e.rank == rank && e.rankLo < lo {
 					e.rank, e.rankLo = rank, lo
 					sh.raisedTop(h)
 					continue
 				}
-			} else if exp := windowExpiry(g.pr, &e.st); e.expireAt < exp {
-				e.expireAt = exp
+			} else if w := &sh.windows[e.window]; w.expireAt < windowExpiry(g.pr, &st) {
+				w.expireAt = windowExpiry(g.pr, &st)
 				sh.raisedTop(h)
 				continue
 			}
-			if expiryKey(g, e) > now {
-				next = min(next, expiryKey(g, e))
+			if exp := sh.expiryKey(g, idx); exp > now {
+				next = min(next, exp)
 				break
 			}
 			sh.drop(idx)
@@ -314,7 +371,8 @@ func (sh *shard) evict(now int64) bool {
 		if idx < 0 {
 			continue
 		}
-		used, capacity, unit := usage(g.pr, &sh.entries[idx].st, now)
+		st := sh.stateOf(idx)
+		used, capacity, unit := usage(g.pr, &st, now)
 		if used > capacity-unit {
 			// The policy's least used state denies: so do all the others.
 			continue
@@ -344,11 +402,12 @@ func (sh *shard) leastInUse(g *group, now int64) int32 {
 	for len(h.items) > 0 {
 		idx := h.items[0]
 		e := &sh.entries[idx]
+		st := sh.stateOf(idx)
 		var rank, lo int64
 		if g.bucket() {
-			rank, lo = bucketFullAt(g.pr, &e.st)
+			rank, lo = bucketFullAt(g.pr, &st)
 		} else {
-			rank, _ = windowRank(g.pr, g.quantum, &e.st, now)
+			rank, _ = windowRank(g.pr, g.quantum, &st, now)
 		}
 		if e.rank < rank || e.rank == rank && e.rankLo < lo {
 			e.rank, e.rankLo = rank, lo
@@ -369,15 +428,20 @@ func (sh *shard) catchUp(g *group, now int64) {
 	for len(h.items) > 0 {
 		idx := h.items[0]
 		e := &sh.entries[idx]
-		if e.eventAt > now {
+		w := &sh.windows[e.window]
+		if w.eventAt > now {
 			return
 		}
-		if g.pr.alg == slidingLog && trimLog(g.pr, &e.st, now) {
-			sh.drop(idx) // every entry left the window: the state is full again
-			continue
+		st := sh.stateOf(idx)
+		if g.pr.alg == slidingLog {
+			if trimLog(g.pr, &st, now) {
+				sh.drop(idx) // every entry left the window: the state is full again
+				continue
+			}
+			sh.setState(idx, &st)
 		}
-		rank, event := windowRank(g.pr, g.quantum, &e.st, now)
-		e.eventAt = max(event, now+1) // the rank holds until event, which is after now
+		rank, event := windowRank(g.pr, g.quantum, &st, now)
+		w.eventAt = max(event, now+1) // the rank holds until event, which is after now
 		sh.raisedTop(h)
 		if rank < e.rank {
 			e.rank = rank
@@ -411,7 +475,7 @@ func (sh *shard) reparam(gi int32, pr params, now int64) {
 	g := &sh.groups[gi]
 	g.setParams(pr)
 	for _, idx := range g.heaps[byOrder].items {
-		sh.setKeys(g, &sh.entries[idx], now)
+		sh.setKeys(g, idx, now)
 	}
 	for h := range numHeaps {
 		if g.uses(h) {
