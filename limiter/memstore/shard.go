@@ -209,7 +209,7 @@ func (sh *shard) groupFor(p *limiter.Policy, pr params, now int64) int32 {
 func (sh *shard) insert(p *limiter.Policy, pr params, key string, tag uint32, st state, now int64) error {
 	gi := sh.groupFor(p, pr, now)
 	if sh.count >= sh.maxKeys && !sh.evict(now) {
-		return fmt.Errorf("memstore: a new key of policy %q: %w", p.Name, ErrFull)
+		return fmt.Errorf("%w (a new key of policy %q)", ErrFull, p.Name)
 	}
 	var idx int32
 	if n := len(sh.free); n > 0 {
