@@ -9,8 +9,8 @@
 // [Options.MaxKeys] keys are held (default [DefaultMaxKeys], 1,048,576). A
 // token_bucket key costs about 105 bytes of process memory at a million
 // keys, its key string included: a 64-byte entry (one cache line: a bucket
-// step reads and writes nothing else of the key's), 8 to 16 bytes of key
-// table, 4 of heap, and the key. Window and log states add 56 bytes, and a
+// step reads and writes nothing else of the key's), 11 to 21 bytes of key
+// table (16 at a million), 4 of heap, and the key. Window and log states add 56 bytes, and a
 // sliding log 24 per entry. BenchmarkMemoryPerKey in bench/ measures it;
 // TestMemoryPerKey holds it to 200 bytes.
 //
