@@ -64,13 +64,21 @@ type windowEntry struct {
 
 // stateOf assembles entry idx's state.
 func (sh *shard) stateOf(idx int32) state {
+	var st state
+	sh.loadState(idx, &st)
+	return st
+}
+
+// loadState assembles entry idx's state into st, field by field: the hot
+// path reads it back field by field too, never as a block copy of narrow
+// stores just made (a stalled store forward).
+func (sh *shard) loadState(idx int32, st *state) {
 	e := &sh.entries[idx]
-	st := state{last: e.last, level: e.level}
+	st.last, st.level = e.last, e.level
 	if e.window >= 0 {
 		w := &sh.windows[e.window]
 		st.start, st.cur, st.prev, st.log = w.start, w.cur, w.prev, w.log
 	}
-	return st
 }
 
 // setState stores st into entry idx.
@@ -132,7 +140,7 @@ func (sh *shard) step(p *limiter.Policy, pr params, key string, tag uint32, now,
 		if sh.groups[e.group].pr != pr {
 			sh.reparam(e.group, pr, now)
 		}
-		st = sh.stateOf(idx)
+		sh.loadState(idx, &st)
 	}
 	switch pr.alg {
 	case tokenBucket:

@@ -89,16 +89,16 @@ func New(opts *Options) *Store {
 }
 
 // Take implements limiter.Store.
-func (s *Store) Take(_ context.Context, p *limiter.Policy, key string, cost int64) (limiter.Decision, error) {
+func (s *Store) Take(_ context.Context, p *limiter.Policy, key string, cost int64) (d limiter.Decision, err error) {
 	if cost < 0 {
-		return limiter.Decision{}, fmt.Errorf("memstore: negative cost %d", cost)
+		return d, fmt.Errorf("memstore: negative cost %d", cost)
 	}
 	var r result
-	capacity, err := s.step(p, key, cost, nil, &r)
-	if err != nil {
-		return limiter.Decision{}, err
+	var capacity int64
+	if capacity, err = s.step(p, key, cost, nil, &r); err == nil {
+		r.fill(&d, capacity)
 	}
-	return r.decision(capacity), nil
+	return d, err
 }
 
 // Undo implements limiter.Store.
@@ -108,10 +108,11 @@ func (s *Store) Undo(_ context.Context, p *limiter.Policy, key string, r limiter
 	}
 	var res result
 	capacity, err := s.step(p, key, 0, &r, &res)
-	if err != nil {
-		return limiter.Decision{}, err
+	var d limiter.Decision
+	if err == nil {
+		res.fill(&d, capacity)
 	}
-	return res.decision(capacity), nil
+	return d, err
 }
 
 // Local reports that the store answers in process: no timeout is needed.
@@ -151,8 +152,6 @@ func (s *Store) now() int64 {
 }
 
 // step runs one algorithm step into r and returns the policy's capacity.
-// The Decision is built only in Take and Undo, in their result: copying it
-// costs about as much as the bucket arithmetic.
 func (s *Store) step(p *limiter.Policy, key string, cost int64, undo *limiter.Receipt, r *result) (int64, error) {
 	pr := paramsOf(p)
 	var offset int64
@@ -175,15 +174,16 @@ func (s *Store) step(p *limiter.Policy, key string, cost int64, undo *limiter.Re
 	return pr.cap, sh.step(p, pr, key, uint32(h), now, cost, offset, undo, r)
 }
 
-func (r *result) decision(capacity int64) limiter.Decision {
-	return limiter.Decision{
-		Allowed:         r.allowed,
-		Limit:           capacity,
-		Remaining:       r.remain,
-		RetryAfter:      micros(r.retry),
-		ResetAfter:      micros(r.reset),
-		Delay:           micros(r.delay),
-		ExceedsCapacity: r.exceeds,
-		Receipt:         r.receipt,
-	}
+// fill writes r into d field by field: building a Decision aside and
+// copying it costs more than the bucket arithmetic (the wide copy stalls on
+// the narrow stores just made).
+func (r *result) fill(d *limiter.Decision, capacity int64) {
+	d.Allowed = r.allowed
+	d.Limit = capacity
+	d.Remaining = r.remain
+	d.RetryAfter = micros(r.retry)
+	d.ResetAfter = micros(r.reset)
+	d.Delay = micros(r.delay)
+	d.ExceedsCapacity = r.exceeds
+	d.Receipt.Cost, d.Receipt.Window, d.Receipt.Entry = r.receipt.Cost, r.receipt.Window, r.receipt.Entry
 }
