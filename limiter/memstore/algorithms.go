@@ -132,7 +132,7 @@ func b2i(b bool) int64 {
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
 // takeTokenBucket: capacity cap, refills limit per period; tokens are held ×per.
-func takeTokenBucket(pr params, st *state, held bool, now, cost int64, undo *limiter.Receipt, r *result) {
+func takeTokenBucket(pr params, dv *divisors, st *state, held bool, now, cost int64, undo *limiter.Receipt, r *result) {
 	full := pr.cap * pr.per
 	tokens, last := full, now
 	if held {
@@ -153,11 +153,12 @@ func takeTokenBucket(pr params, st *state, held bool, now, cost int64, undo *lim
 		r.allowed, r.write = true, true
 		r.receipt = limiter.Receipt{Cost: cost}
 	default:
-		r.retry = ceilDiv(cost*pr.per-tokens, pr.limit)
+		r.retry = dv.limit.ceil(cost*pr.per - tokens)
 	}
-	r.remain = tokens / pr.per
-	r.fullAt, r.fullFrac = now+(full-tokens)/pr.limit, (full-tokens)%pr.limit
-	r.reset = r.fullAt - now + b2i(r.fullFrac > 0)
+	r.remain = dv.per.div(tokens)
+	q, rem := dv.limit.divmod(full - tokens)
+	r.fullAt, r.fullFrac = now+q, rem
+	r.reset = q + b2i(rem > 0)
 	r.ttl = r.reset
 	if r.write {
 		st.level, st.last = tokens, now
@@ -166,7 +167,7 @@ func takeTokenBucket(pr params, st *state, held bool, now, cost int64, undo *lim
 
 // takeLeakyBucket: a queue of at most cap units draining limit per period; a
 // request waits for the queue ahead of it (delay). The queue is held ×per.
-func takeLeakyBucket(pr params, st *state, held bool, now, cost int64, undo *limiter.Receipt, r *result) {
+func takeLeakyBucket(pr params, dv *divisors, st *state, held bool, now, cost int64, undo *limiter.Receipt, r *result) {
 	full := pr.cap * pr.per
 	var level int64
 	if held {
@@ -180,20 +181,21 @@ func takeLeakyBucket(pr params, st *state, held bool, now, cost int64, undo *lim
 		r.allowed, r.write = true, true
 	case cost == 0:
 		r.allowed = true
-		r.delay = ceilDiv(level, pr.limit)
+		r.delay = dv.limit.ceil(level)
 	case cost > pr.cap:
 		r.exceeds = true
 	case level+cost*pr.per <= full:
-		r.delay = ceilDiv(level, pr.limit)
+		r.delay = dv.limit.ceil(level)
 		level += cost * pr.per
 		r.allowed, r.write = true, true
 		r.receipt = limiter.Receipt{Cost: cost}
 	default:
-		r.retry = ceilDiv(level+cost*pr.per-full, pr.limit)
+		r.retry = dv.limit.ceil(level + cost*pr.per - full)
 	}
-	r.remain = (full - level) / pr.per
-	r.fullAt, r.fullFrac = now+level/pr.limit, level%pr.limit
-	r.reset = r.fullAt - now + b2i(r.fullFrac > 0)
+	r.remain = dv.per.div(full - level)
+	q, rem := dv.limit.divmod(level)
+	r.fullAt, r.fullFrac = now+q, rem
+	r.reset = q + b2i(rem > 0)
 	r.ttl = r.reset
 	if r.write {
 		st.level, st.last = level, now

@@ -298,3 +298,31 @@ func TestEntryIsOneCacheLine(t *testing.T) {
 		t.Errorf("entry is %d bytes, want 64", got)
 	}
 }
+
+// divisor agrees with the DIV instruction, at the edges and at random.
+func TestDivisor(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	ds := []int64{1, 2, 3, 7, 10, 1000, 1_000_000, 999_999_937, 1 << 31, 1<<53 - 1, 1 << 53, 1<<62 + 1, 1<<63 - 1}
+	for range 200 {
+		ds = append(ds, 1+rng.Int64N(1<<rng.IntN(63)))
+	}
+	for _, d := range ds {
+		v := newDivisor(d)
+		ns := []int64{0, 1, d - 1, d, d + 1, 2*d - 1, 1<<53 - 1, 1<<63 - 1, 1<<63 - 1 - d}
+		for range 200 {
+			ns = append(ns, rng.Int64N(1<<rng.IntN(63)))
+		}
+		for _, n := range ns {
+			if n < 0 {
+				continue
+			}
+			q, r := v.divmod(n)
+			if q != n/d || r != n%d {
+				t.Fatalf("%d / %d: got %d rem %d, want %d rem %d", n, d, q, r, n/d, n%d)
+			}
+			if c := v.ceil(n); c != n/d+b2i(n%d != 0) {
+				t.Fatalf("ceil(%d / %d) = %d", n, d, c)
+			}
+		}
+	}
+}

@@ -95,7 +95,8 @@ func (sh *shard) setState(idx int32, st *state) {
 type group struct {
 	name    string
 	pr      params // pr.alg is the algorithm
-	quantum int64  // sliding_window: the step of its rank, in units
+	div     divisors
+	quantum int64 // sliding_window: the step of its rank, in units
 	heaps   [numHeaps]lazyHeap
 }
 
@@ -121,7 +122,7 @@ func (g *group) expiry() *lazyHeap {
 }
 
 func (g *group) setParams(pr params) {
-	g.pr = pr
+	g.pr, g.div = pr, divisorsOf(pr)
 	// 256 steps of rank at most: the order of sliding windows is exact to a
 	// unit up to a limit of 511, and to 1/256 of the limit above.
 	g.quantum = max(1, pr.limit/256)
@@ -135,18 +136,22 @@ func (sh *shard) step(p *limiter.Policy, pr params, key string, tag uint32, now,
 	idx := sh.lookup(p, pr, key, tag)
 	var st state
 	held := idx >= 0
+	var gi int32
 	if held {
-		e := &sh.entries[idx]
-		if sh.groups[e.group].pr != pr {
-			sh.reparam(e.group, pr, now)
-		}
+		gi = sh.entries[idx].group
 		sh.loadState(idx, &st)
+	} else {
+		gi = sh.groupFor(p, pr, now)
+	}
+	g := &sh.groups[gi]
+	if g.pr != pr {
+		sh.reparam(gi, pr, now)
 	}
 	switch pr.alg {
 	case tokenBucket:
-		takeTokenBucket(pr, &st, held, now, cost, undo, r)
+		takeTokenBucket(pr, &g.div, &st, held, now, cost, undo, r)
 	case leakyBucket:
-		takeLeakyBucket(pr, &st, held, now, cost, undo, r)
+		takeLeakyBucket(pr, &g.div, &st, held, now, cost, undo, r)
 	case slidingLog:
 		takeSlidingLog(pr, &st, held, now, cost, undo, r)
 	case slidingWindow:
@@ -164,7 +169,7 @@ func (sh *shard) step(p *limiter.Policy, pr params, key string, tag uint32, now,
 		sh.setState(idx, &st)
 		sh.rekey(idx, now, r, &st)
 	default:
-		return sh.insert(p, pr, key, tag, st, now)
+		return sh.insert(p, gi, key, tag, st, now)
 	}
 	return nil
 }
@@ -213,9 +218,8 @@ func (sh *shard) groupFor(p *limiter.Policy, pr params, now int64) int32 {
 	return int32(len(sh.groups) - 1)
 }
 
-// insert adds key's new state, evicting first at the cap.
-func (sh *shard) insert(p *limiter.Policy, pr params, key string, tag uint32, st state, now int64) error {
-	gi := sh.groupFor(p, pr, now)
+// insert adds key's new state under group gi, evicting first at the cap.
+func (sh *shard) insert(p *limiter.Policy, gi int32, key string, tag uint32, st state, now int64) error {
 	if sh.count >= sh.maxKeys && !sh.evict(now) {
 		return fmt.Errorf("%w (a new key of policy %q)", ErrFull, p.Name)
 	}
