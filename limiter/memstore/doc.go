@@ -10,9 +10,10 @@
 // token_bucket key costs about 105 bytes of process memory at a million
 // keys, its key string included: a 64-byte entry (one cache line: a bucket
 // step reads and writes nothing else of the key's), 11 to 21 bytes of key
-// table (16 at a million), 4 of heap, and the key. Window and log states add 56 bytes, and a
-// sliding log 24 per entry. BenchmarkMemoryPerKey in bench/ measures it;
-// TestMemoryPerKey holds it to 200 bytes.
+// table (16 at a million), 4 of heap, and the key. Window and log states
+// add 56 bytes, and a sliding log 24 per entry. BenchmarkMemoryPerKey in
+// bench/ measures it; TestMemoryPerKey holds it to 200 bytes. A shard never
+// grows its entries past its cap, and does not shrink them after a flood.
 //
 // # Shards
 //
@@ -62,13 +63,16 @@
 //   - sliding_window: prev·(P−e)/P + cur decays faster for a larger prev, so
 //     the order of two states can flip inside a window. The rank is the
 //     quota in use in whole units (as Remaining shows it; in steps of
-//     limit/256 above a limit of 511) and each state is kept in order of the
-//     instant its rank next falls, solved from its counters; before an
-//     eviction the states whose instant has passed are re-ranked.
+//     limit/256 above a limit of 511, so the least in use is exact to that
+//     step) and each state is kept in order of the instant its rank next
+//     falls, solved from its counters; before an eviction the states whose
+//     instant has passed are re-ranked. A rank takes at most 512 values, so
+//     a state is re-ranked at most that often a window.
 //
 // Between policies no order holds (their shares fall at different speeds),
 // so an eviction compares, at its own instant, the least used state of each
-// policy in the shard (there are few policies). Whether a state denies is
+// policy in the shard (there are few policies), by exact shares (128-bit
+// products). Whether a state denies is
 // monotone in its policy's order, so when a policy's least used state
 // denies, all of its states do and the policy is skipped; when every policy
 // is skipped, the shard is full of denying states.
@@ -76,9 +80,10 @@
 // The heaps that keep these orders are lazy: a take only ever raises a
 // state's key (more in use, full again later), so it leaves the heaps alone,
 // and a stale key is raised when it reaches the top. An undo, a refund or a
-// fallen rank lowers a key at once. A take therefore costs no heap work;
-// creating a key costs O(log n), and an eviction O(policies + log n) plus
-// the re-ranking above.
+// fallen rank lowers a key at once. A bucket or fixed_window take therefore
+// costs no heap work (a sliding one only when it lowers its rank); creating
+// a key costs O(log n), and an eviction O(policies + log n) plus the
+// re-ranking above.
 //
 // # Time
 //
