@@ -52,7 +52,7 @@ func (sh *shard) check(t *testing.T, now int64) {
 			t.Fatalf("entry %q of %s: window %d", e.key, g.name, e.window)
 		}
 		if g.bucket() {
-			rank, lo := bucketFullAt(g.pr, &st)
+			rank, lo := g.bucketFullAt(&st)
 			if e.rank > rank || e.rank == rank && e.rankLo > lo {
 				t.Fatalf("entry %q: bucket key (%d,%d) above the true (%d,%d)", e.key, e.rank, e.rankLo, rank, lo)
 			}

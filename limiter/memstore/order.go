@@ -85,12 +85,16 @@ func lessShare(a1, c1, a2, c2 int64) bool {
 // bucketFullAt is the instant a bucket state is full again, exactly: the
 // whole µs floor plus frac/limit of one. Every state of one policy refills
 // at the same rate, so this instant orders them by quota in use at any time.
-func bucketFullAt(pr params, st *state) (floor, frac int64) {
+func (g *group) bucketFullAt(st *state) (floor, frac int64) {
 	debt := st.level // leaky_bucket: the queue
-	if pr.alg == tokenBucket {
-		debt = pr.cap*pr.per - st.level
+	if g.pr.alg == tokenBucket {
+		debt = g.pr.cap*g.pr.per - st.level
 	}
-	return st.last + debt/pr.limit, debt % pr.limit
+	if debt <= 0 {
+		return st.last, 0 // fuller than a lowered capacity: full
+	}
+	q, r := g.div.limit.divmod(debt)
+	return st.last + q, r
 }
 
 // windowExpiry is the instant a window or log state is back to its initial

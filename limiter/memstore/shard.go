@@ -167,7 +167,10 @@ func (sh *shard) step(p *limiter.Policy, pr params, key string, tag uint32, now,
 		}
 	case held:
 		sh.setState(idx, &st)
-		sh.rekey(idx, now, r, &st)
+		if undo != nil || !pr.alg.bucket() {
+			// A bucket take only moves fullAt later: its key stays a lower bound.
+			sh.rekey(idx, now, r, &st)
+		}
 	default:
 		return sh.insert(p, gi, key, tag, st, now)
 	}
@@ -284,7 +287,7 @@ func (sh *shard) setKeys(g *group, idx int32, now int64) {
 	e := &sh.entries[idx]
 	st := sh.stateOf(idx)
 	if g.bucket() {
-		e.rank, e.rankLo = bucketFullAt(g.pr, &st)
+		e.rank, e.rankLo = g.bucketFullAt(&st)
 		return
 	}
 	w := &sh.windows[e.window]
@@ -346,7 +349,7 @@ func (sh *shard) sweep(now int64) {
 			e := &sh.entries[idx]
 			st := sh.stateOf(idx)
 			if g.bucket() {
-				rank, lo := bucketFullAt(g.pr, &st)
+				rank, lo := g.bucketFullAt(&st)
 				if e.rank < rank || e.rank == rank && e.rankLo < lo {
 					e.rank, e.rankLo = rank, lo
 					sh.raisedTop(h)
@@ -417,7 +420,7 @@ func (sh *shard) leastInUse(g *group, now int64) int32 {
 		st := sh.stateOf(idx)
 		var rank, lo int64
 		if g.bucket() {
-			rank, lo = bucketFullAt(g.pr, &st)
+			rank, lo = g.bucketFullAt(&st)
 		} else {
 			rank, _ = windowRank(g.pr, g.quantum, &st, now)
 		}
