@@ -17,7 +17,7 @@
 //
 // # Shards
 //
-// Keys are spread over up to 64 shards by a hash seeded at random per
+// Keys are spread over up to 16 shards by a hash seeded at random per
 // store (clients cannot aim keys at one shard), each with its own lock, key
 // table and share of the cap: MaxKeys divided by the number of shards. A
 // store gets more than one shard only when each holds at least 4096 keys, so
