@@ -3,6 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"testing"
 	"time"
 
@@ -153,4 +156,82 @@ func BenchmarkLimiter(b *testing.B) {
 			})
 		}
 	}
+}
+
+// footprintKeys is the key count of BenchmarkMemoryPerKey: memstore's
+// default cap.
+const footprintKeys = memstore.DefaultMaxKeys
+
+// BenchmarkMemoryPerKey fills a fresh store with a million keys, each a
+// fresh string that only the store holds, one take each, and reports what a
+// key costs once the garbage collector has run: B/key of live heap, and
+// process-B/key, the memory the runtime holds from the OS (Sys less
+// HeapReleased, after debug.FreeOSMemory). ns/op is the time to fill the
+// store. costgate is a token_bucket on a clock that stands still (nothing
+// refills, so no state is dropped as full); held/keys is the share of the
+// keys it still holds at the end: the cap is per shard, so the fullest
+// shards have evicted a few.
+func BenchmarkMemoryPerKey(b *testing.B) {
+	type filled struct {
+		store any
+		held  int
+	}
+	contenders := []struct {
+		name string
+		fill func(b *testing.B, n int) filled
+	}{
+		{"sethvargo", func(b *testing.B, n int) filled {
+			s, err := memorystore.New(&memorystore.Config{Tokens: bucketBurst, Interval: time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close(context.Background()) })
+			ctx := context.Background()
+			for i := range n {
+				if _, _, _, _, err := s.Take(ctx, "user:"+strconv.Itoa(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return filled{s, n}
+		}},
+		{"costgate", func(b *testing.B, n int) filled {
+			now := time.Now()
+			s := memstore.New(&memstore.Options{Clock: func() time.Time { return now }})
+			p := policy(b, limiter.TokenBucket)
+			ctx := context.Background()
+			for i := range n {
+				if _, err := s.Take(ctx, p, "user:"+strconv.Itoa(i), 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return filled{s, s.Len()}
+		}},
+	}
+	for _, c := range contenders {
+		b.Run(fmt.Sprintf("keys=%d/impl=%s", footprintKeys, c.name), func(b *testing.B) {
+			var heap, process, held float64
+			for b.Loop() {
+				before := memStats()
+				f := c.fill(b, footprintKeys)
+				after := memStats()
+				runtime.KeepAlive(f.store)
+				held = float64(f.held)
+				heap = float64(after.HeapAlloc-before.HeapAlloc) / held
+				process = float64((after.Sys-after.HeapReleased)-(before.Sys-before.HeapReleased)) / held
+			}
+			b.ReportMetric(heap, "B/key")
+			b.ReportMetric(process, "process-B/key")
+			b.ReportMetric(held/footprintKeys, "held/keys")
+		})
+	}
+}
+
+// memStats reads the memory statistics after a full collection, with the
+// freed memory given back to the OS.
+func memStats() runtime.MemStats {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m
 }

@@ -12,70 +12,134 @@ import (
 // microseconds, bucket contents in cost units × period (µs), so that both
 // stores give identical decisions for the same calls.
 
-// params are a policy's numbers in store units.
+// algorithm is a limiter.Algorithm as a small number: the hot path
+// compares it instead of strings.
+type algorithm uint8
+
+const (
+	tokenBucket algorithm = iota + 1
+	leakyBucket
+	slidingLog
+	slidingWindow
+	fixedWindow
+)
+
+func algorithmOf(a limiter.Algorithm) algorithm {
+	// Told apart by length and first letter, confirmed by one comparison.
+	var alg algorithm
+	switch {
+	case len(a) == len(limiter.SlidingLog):
+		alg = slidingLog
+	case len(a) == len(limiter.SlidingWindow):
+		alg = slidingWindow
+	case len(a) != len(limiter.TokenBucket):
+		return 0
+	case a[0] == 't':
+		alg = tokenBucket
+	case a[0] == 'l':
+		alg = leakyBucket
+	case a[0] == 'f':
+		alg = fixedWindow
+	default:
+		return 0
+	}
+	if a != algorithms[alg] {
+		return 0
+	}
+	return alg
+}
+
+var algorithms = [...]limiter.Algorithm{
+	tokenBucket:   limiter.TokenBucket,
+	leakyBucket:   limiter.LeakyBucket,
+	slidingLog:    limiter.SlidingLog,
+	slidingWindow: limiter.SlidingWindow,
+	fixedWindow:   limiter.FixedWindow,
+}
+
+func (a algorithm) bucket() bool { return a == tokenBucket || a == leakyBucket }
+
+// params are a policy's algorithm and numbers in store units.
 type params struct {
+	alg   algorithm
 	per   int64 // period, µs
 	limit int64
 	cap   int64 // burst for buckets, limit for windows
 }
 
 func paramsOf(p *limiter.Policy) params {
-	return params{per: p.PeriodMicros(), limit: p.Limit, cap: p.Capacity()}
+	alg := algorithmOf(p.Algorithm)
+	pr := params{alg: alg, per: p.PeriodMicros(), limit: p.Limit, cap: p.Limit}
+	if alg.bucket() && p.Burst > 0 {
+		pr.cap = p.Burst
+	}
+	return pr
 }
 
 // state is one key's state. Which fields are used depends on the algorithm.
+// The sliding log sits behind a pointer so that the other algorithms' states
+// stay small.
 type state struct {
-	level int64 // token_bucket: tokens × per; leaky_bucket: queue × per
 	last  int64 // newest time seen, µs (clock steps back are clamped to it)
+	level int64 // token_bucket: tokens × per; leaky_bucket: queue × per
 	start int64 // windows: start of the current window, µs
 	cur   int64 // windows: cost counted in the current window
 	prev  int64 // sliding_window: cost counted in the previous window
-	log   []logEntry
-	total int64 // sliding_log: sum of the costs in log
-	seq   int64 // sliding_log: last entry number (restarts when the log empties)
+	log   *logState
 }
 
+// logState is a sliding_log's entries, oldest first.
+type logState struct {
+	entries []logEntry
+	total   int64 // sum of the costs in entries
+	seq     int64 // last entry number (restarts when the log empties)
+}
+
+// logEntry is one granted request; its receipt names it "seq:cost".
 type logEntry struct {
-	at   int64
-	cost int64
-	id   string
+	at, cost, seq int64
 }
 
-// result is one step's outcome in store units. The new state is kept only
-// when write is set (a denial or a read changes nothing), and dropped when
-// ttl is 0: it is then back to its initial value.
+// result is one step's outcome in store units, filled in by the algorithm
+// (which expects it zeroed). The algorithm changes the state it was given
+// (held: the key has one; else it starts from the initial value) only when
+// it sets write (a denial or a read changes nothing); the state is dropped
+// when ttl is 0: it is then back to its initial value.
 type result struct {
-	allowed  bool
-	exceeds  bool
-	remain   int64
-	retry    int64
-	reset    int64
-	delay    int64
-	receipt  limiter.Receipt
-	write    bool // the state changed
-	ttl      int64
-	newState state
+	allowed bool
+	exceeds bool
+	remain  int64
+	retry   int64
+	reset   int64
+	delay   int64
+	receipt limiter.Receipt
+	write   bool // the state changed
+	ttl     int64
+	// The buckets: the instant the new state is full again, fullAt plus
+	// fullFrac/limit µs (see bucketFullAt), worked out beside reset.
+	fullAt, fullFrac int64
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
-// tokenBucket: capacity cap, refills limit per period; tokens are held ×per.
-func tokenBucket(pr params, st *state, now, cost int64, undo *limiter.Receipt) result {
+// takeTokenBucket: capacity cap, refills limit per period; tokens are held ×per.
+func takeTokenBucket(pr params, dv *divisors, st *state, held bool, now, cost int64, undo *limiter.Receipt, r *result) {
 	full := pr.cap * pr.per
 	tokens, last := full, now
-	if st != nil {
+	if held {
 		tokens, last = st.level, st.last
 		now = max(now, last)
-		// Refill, guarding the product against overflow once the bucket is full anyway.
-		if elapsed := now - last; elapsed >= ceilDiv(full-tokens, pr.limit) {
-			tokens = full
-		} else {
-			tokens += elapsed * pr.limit
-		}
+		tokens = full - bucketDebt(full-tokens, now-last, pr.limit)
 	}
-	r := result{}
 	switch {
 	case undo != nil:
 		tokens = min(full, tokens+undo.Cost*pr.per)
@@ -89,80 +153,85 @@ func tokenBucket(pr params, st *state, now, cost int64, undo *limiter.Receipt) r
 		r.allowed, r.write = true, true
 		r.receipt = limiter.Receipt{Cost: cost}
 	default:
-		r.retry = ceilDiv(cost*pr.per-tokens, pr.limit)
+		r.retry = dv.limit.ceil(cost*pr.per - tokens)
 	}
-	r.remain = tokens / pr.per
-	r.reset = ceilDiv(full-tokens, pr.limit)
+	r.remain = dv.per.div(tokens)
+	q, rem := dv.limit.divmod(full - tokens)
+	r.fullAt, r.fullFrac = now+q, rem
+	r.reset = q + b2i(rem > 0)
 	r.ttl = r.reset
-	r.newState = state{level: tokens, last: now}
-	return r
+	if r.write {
+		st.level, st.last = tokens, now
+	}
 }
 
-// leakyBucket: a queue of at most cap units draining limit per period; a
+// takeLeakyBucket: a queue of at most cap units draining limit per period; a
 // request waits for the queue ahead of it (delay). The queue is held ×per.
-func leakyBucket(pr params, st *state, now, cost int64, undo *limiter.Receipt) result {
+func takeLeakyBucket(pr params, dv *divisors, st *state, held bool, now, cost int64, undo *limiter.Receipt, r *result) {
 	full := pr.cap * pr.per
 	var level int64
-	if st != nil {
+	if held {
 		level = st.level
 		now = max(now, st.last)
-		if elapsed := now - st.last; elapsed >= ceilDiv(level, pr.limit) {
-			level = 0
-		} else {
-			level -= elapsed * pr.limit
-		}
+		level = bucketDebt(level, now-st.last, pr.limit)
 	}
-	r := result{}
 	switch {
 	case undo != nil:
 		level = max(0, level-undo.Cost*pr.per)
 		r.allowed, r.write = true, true
 	case cost == 0:
 		r.allowed = true
-		r.delay = ceilDiv(level, pr.limit)
+		r.delay = dv.limit.ceil(level)
 	case cost > pr.cap:
 		r.exceeds = true
 	case level+cost*pr.per <= full:
-		r.delay = ceilDiv(level, pr.limit)
+		r.delay = dv.limit.ceil(level)
 		level += cost * pr.per
 		r.allowed, r.write = true, true
 		r.receipt = limiter.Receipt{Cost: cost}
 	default:
-		r.retry = ceilDiv(level+cost*pr.per-full, pr.limit)
+		r.retry = dv.limit.ceil(level + cost*pr.per - full)
 	}
-	r.remain = (full - level) / pr.per
-	r.reset = ceilDiv(level, pr.limit)
+	r.remain = dv.per.div(full - level)
+	q, rem := dv.limit.divmod(level)
+	r.fullAt, r.fullFrac = now+q, rem
+	r.reset = q + b2i(rem > 0)
 	r.ttl = r.reset
-	r.newState = state{level: level, last: now}
-	return r
+	if r.write {
+		st.level, st.last = level, now
+	}
 }
 
-// slidingLog: at most limit units inside any window of length per. An entry
-// made at t counts while now < t+per.
-func slidingLog(pr params, st *state, now, cost int64, undo *limiter.Receipt) result {
+// takeSlidingLog: at most limit units inside any window of length per. An entry
+// made at t counts while now < t+per. The log is changed only on the paths
+// that set write.
+func takeSlidingLog(pr params, st *state, held bool, now, cost int64, undo *limiter.Receipt, r *result) {
 	var s state
-	if st != nil {
-		// The log is changed in place: every path that changes it sets write.
+	var lg logState
+	if held {
 		s = *st
 		now = max(now, s.last)
+		if s.log != nil {
+			lg = *s.log
+		}
 	}
 	s.last = now
 	drop := 0
-	for drop < len(s.log) && s.log[drop].at+pr.per <= now {
-		s.total -= s.log[drop].cost
+	for drop < len(lg.entries) && lg.entries[drop].at+pr.per <= now {
+		lg.total -= lg.entries[drop].cost
 		drop++
 	}
-	s.log = s.log[drop:]
-	if len(s.log) == 0 {
-		s.total, s.seq = 0, 0
+	lg.entries = lg.entries[drop:]
+	if len(lg.entries) == 0 {
+		lg.total, lg.seq = 0, 0
 	}
-	r := result{write: drop > 0}
+	r.write = drop > 0
 	switch {
 	case undo != nil:
-		for i, e := range s.log {
-			if e.id == undo.Entry {
-				s.total -= e.cost
-				s.log = append(s.log[:i], s.log[i+1:]...)
+		for i, e := range lg.entries {
+			if e.names(undo.Entry) {
+				lg.total -= e.cost
+				lg.entries = append(lg.entries[:i], lg.entries[i+1:]...)
 				r.write = true
 				break
 			}
@@ -172,16 +241,16 @@ func slidingLog(pr params, st *state, now, cost int64, undo *limiter.Receipt) re
 		r.allowed = true
 	case cost > pr.limit:
 		r.exceeds = true
-	case s.total+cost <= pr.limit:
-		s.seq++
-		id := strconv.FormatInt(s.seq, 10) + ":" + strconv.FormatInt(cost, 10)
-		s.log = append(s.log, logEntry{at: now, cost: cost, id: id})
-		s.total += cost
+	case lg.total+cost <= pr.limit:
+		lg.seq++
+		e := logEntry{at: now, cost: cost, seq: lg.seq}
+		lg.entries = append(lg.entries, e)
+		lg.total += cost
 		r.allowed, r.write = true, true
-		r.receipt = limiter.Receipt{Cost: cost, Entry: id}
+		r.receipt = limiter.Receipt{Cost: cost, Entry: e.id()}
 	default:
-		need, freed := s.total+cost-pr.limit, int64(0)
-		for _, e := range s.log {
+		need, freed := lg.total+cost-pr.limit, int64(0)
+		for _, e := range lg.entries {
 			freed += e.cost
 			if freed >= need {
 				r.retry = e.at + pr.per - now
@@ -189,26 +258,46 @@ func slidingLog(pr params, st *state, now, cost int64, undo *limiter.Receipt) re
 			}
 		}
 	}
-	r.remain = pr.limit - s.total
-	if n := len(s.log); n > 0 {
-		r.reset = s.log[n-1].at + pr.per - now
+	r.remain = pr.limit - lg.total
+	if n := len(lg.entries); n > 0 {
+		r.reset = lg.entries[n-1].at + pr.per - now
 	}
 	r.ttl = r.reset
-	r.newState = s
-	return r
+	if r.write {
+		if s.log == nil {
+			s.log = new(logState)
+		}
+		*s.log = lg
+	}
+	if r.write {
+		*st = s
+	}
 }
 
-// slidingWindow: prev·(per−elapsed)/per + cur ≤ limit, in units ×per.
+// id is the entry's receipt, "seq:cost", as the Redis store names it.
+func (e logEntry) id() string {
+	return strconv.FormatInt(e.seq, 10) + ":" + strconv.FormatInt(e.cost, 10)
+}
+
+// names reports whether receipt is e's id, without building the id.
+func (e logEntry) names(receipt string) bool {
+	var buf [48]byte
+	b := strconv.AppendInt(buf[:0], e.seq, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, e.cost, 10)
+	return string(b) == receipt
+}
+
+// takeSlidingWindow: prev·(per−elapsed)/per + cur ≤ limit, in units ×per.
 // Windows are aligned to multiples of per.
-func slidingWindow(pr params, st *state, now, cost int64, undo *limiter.Receipt) result {
+func takeSlidingWindow(pr params, st *state, held bool, now, cost int64, undo *limiter.Receipt, r *result) {
 	var s state
-	if st != nil {
+	if held {
 		s = *st
 		now = max(now, s.last)
 	}
 	s.last = now
 	ws := now - now%pr.per
-	r := result{}
 	switch {
 	case s.start == ws:
 	case s.start+pr.per == ws:
@@ -251,21 +340,21 @@ func slidingWindow(pr params, st *state, now, cost int64, undo *limiter.Receipt)
 		r.reset = pr.per - elapsed
 	}
 	r.ttl = r.reset
-	r.newState = s
-	return r
+	if r.write {
+		*st = s
+	}
 }
 
-// fixedWindow: a counter per window; windows start at offset (per key) plus
+// takeFixedWindow: a counter per window; windows start at offset (per key) plus
 // multiples of per.
-func fixedWindow(pr params, st *state, now, cost, offset int64, undo *limiter.Receipt) result {
+func takeFixedWindow(pr params, st *state, held bool, now, cost, offset int64, undo *limiter.Receipt, r *result) {
 	var s state
-	if st != nil {
+	if held {
 		s = *st
 		now = max(now, s.last)
 	}
 	s.last = now
 	ws := now - floorMod(now-offset, pr.per)
-	r := result{}
 	if s.start != ws {
 		s.start, s.cur = ws, 0
 	}
@@ -291,8 +380,9 @@ func fixedWindow(pr params, st *state, now, cost, offset int64, undo *limiter.Re
 		r.reset = ws + pr.per - now
 	}
 	r.ttl = r.reset
-	r.newState = s
-	return r
+	if r.write {
+		*st = s
+	}
 }
 
 func floorMod(a, b int64) int64 {

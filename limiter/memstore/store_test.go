@@ -19,8 +19,8 @@ func TestConformance(t *testing.T) {
 	}, storetest.Options{})
 }
 
-// At the key cap a new key evicts the key closest to full: the one whose
-// quota comes back soonest, since forgetting it loses the least.
+// At the key cap a new key evicts the state with the least quota in use:
+// for the keys of one bucket policy, the one closest to full.
 func TestEvictsClosestToFullAtCap(t *testing.T) {
 	clock := storetest.NewClock(storetest.Base)
 	evicted := 0
@@ -108,7 +108,7 @@ func TestConcurrentCallersExact(t *testing.T) {
 }
 
 // Takes move a key's "full again" instant later without reordering the heap
-// at once; eviction must still pick the true closest to full.
+// at once; eviction must still pick the true least in use.
 func TestEvictionSeesLaterTakes(t *testing.T) {
 	clock := storetest.NewClock(storetest.Base)
 	s := memstore.New(&memstore.Options{MaxKeys: 3, Clock: clock.Now})
