@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"fmt"
-	"hash/fnv"
 	"time"
 )
 
@@ -97,11 +96,18 @@ func (p *Policy) PeriodMicros() int64 { return p.Period.Microseconds() }
 // which fixed_window windows start for key. Offsetting windows by a hash of the
 // key spreads resets over the period so that clients do not all reset at once.
 func (p *Policy) WindowOffset(key string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte(p.Name))
-	h.Write([]byte{0})
-	h.Write([]byte(key))
-	return int64(h.Sum64() % uint64(p.PeriodMicros()))
+	// FNV-1a over name NUL key, written out so that hashing strings
+	// allocates nothing (hash/fnv takes []byte).
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
+	for i := 0; i < len(p.Name); i++ {
+		h = (h ^ uint64(p.Name[i])) * prime64
+	}
+	h *= prime64 // the NUL separator: h ^ 0 == h
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * prime64
+	}
+	return int64(h % uint64(p.PeriodMicros()))
 }
 
 // Validate checks the policy and fills nothing in. The error is a

@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"testing"
 	"time"
@@ -105,5 +106,20 @@ func TestPolicyErrorIsTyped(t *testing.T) {
 	}
 	if pe.Policy != "api" || pe.Field != "limit" {
 		t.Errorf("PolicyError = %+v, want policy api, field limit", pe)
+	}
+}
+
+// The window offset is FNV-1a of name NUL key, and costs no allocation.
+func TestWindowOffsetIsFNV(t *testing.T) {
+	p := limiter.Policy{Name: "fw", Algorithm: limiter.FixedWindow, Limit: 10, Period: time.Minute}
+	for _, key := range []string{"", "client-1", "a:b:c"} {
+		h := fnv.New64a()
+		h.Write([]byte(p.Name + "\x00" + key))
+		if got, want := p.WindowOffset(key), int64(h.Sum64()%uint64(p.PeriodMicros())); got != want {
+			t.Errorf("WindowOffset(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { p.WindowOffset("client-1") }); n != 0 {
+		t.Errorf("WindowOffset allocates %v times", n)
 	}
 }

@@ -57,7 +57,7 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 		}
 		st.name, st.redis, store = "redis", rs, rs
 		timeout = rc.Timeout
-		opts = append(opts, limiter.WithLocalFallback(memstore.New(nil), cfg.Store.Gateways))
+		opts = append(opts, limiter.WithLocalFallback(memstore.New(&memstore.Options{OnEvict: m.evictions.Inc}), cfg.Store.Gateways))
 	}
 	opts = append(opts, limiter.WithTimeout(timeout), limiter.WithStoreName(st.name))
 	lim, err := limiter.New(store, opts...)
