@@ -34,7 +34,7 @@ func ExampleResolver_Resolve() {
 			r.Header.Set(k, v)
 		}
 		id, _ := ids.Resolve(r)
-		fmt.Printf("client %s, tenant %s, plan %s, unknown key %v\n", id.Client, id.Tenant, id.Plan, id.UnknownKey)
+		fmt.Printf("client %s, tenant %s, plan %s, unknown key %v\n", id.Client(), id.Tenant, id.Plan, id.UnknownKey)
 	}
 	// Output:
 	// client 10.0.0.2/32, tenant acme, plan pro, unknown key false

@@ -175,8 +175,6 @@ func (res *Resolver) APIKeyHeader() string { return res.header }
 // Identity is who one request is limited as. It belongs to that request:
 // the doors fill in Username and Route as they learn them.
 type Identity struct {
-	// Client is the client address (see ClientIP).
-	Client Client
 	// APIKey is the API key when the Lookup knows it, else "".
 	APIKey string
 	// UnknownKey reports an API key the Lookup does not know (or one that
@@ -189,10 +187,26 @@ type Identity struct {
 	// Route is the method and route pattern the request matched.
 	Route string
 
-	req    *http.Request
-	header http.Header
+	req     *http.Request
+	header  http.Header
+	trusted []netip.Prefix
+	// client is worked out on first use: a caller known by its API key
+	// under a policy keyed by the key alone never needs it.
+	client     Client
+	clientDone bool
 	// hashes computed for this request, reused by every policy's key
 	ipHash, keyHash string
+}
+
+// Client is the client address (see ClientIP).
+func (id *Identity) Client() Client {
+	if !id.clientDone {
+		if id.req != nil {
+			id.client = ClientIP(id.req, id.trusted)
+		}
+		id.clientDone = true
+	}
+	return id.client
 }
 
 // Anonymous reports a request without a known API key.
@@ -223,7 +237,7 @@ func (res *Resolver) Resolve(r *http.Request) (*Identity, error) {
 }
 
 func (res *Resolver) fill(id *Identity, r *http.Request) error {
-	*id = Identity{Client: ClientIP(r, res.cfg.TrustedProxies), Tenant: Anonymous, Plan: Anonymous, req: r, header: r.Header}
+	*id = Identity{Tenant: Anonymous, Plan: Anonymous, req: r, header: r.Header, trusted: res.cfg.TrustedProxies}
 	v, present := r.Header[res.header]
 	if !present {
 		return nil
@@ -478,10 +492,10 @@ func (res *Resolver) buildKey(p *limiter.Policy, id *Identity) string {
 
 func (res *Resolver) ipHash(id *Identity) string {
 	if id.ipHash == "" {
-		if id.Client.Addr.IsValid() {
-			id.ipHash = res.hash.hash(PartIP, id.Client.Addr.String())
+		if c := id.Client(); c.Addr.IsValid() {
+			id.ipHash = res.hash.hash(PartIP, c.Addr.String())
 		} else {
-			id.ipHash = res.hash.hash(PartIP, "text:"+id.Client.Text)
+			id.ipHash = res.hash.hash(PartIP, "text:"+c.Text)
 		}
 	}
 	return id.ipHash
