@@ -20,6 +20,7 @@ import (
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
+	"github.com/costgate/costgate/limiter/memstore"
 	"github.com/costgate/costgate/limiter/redisstore"
 	"github.com/costgate/costgate/limiter/redistest"
 	"github.com/costgate/costgate/limiter/storetest"
@@ -88,6 +89,8 @@ type serverOpts struct {
 	trusted []netip.Prefix
 	routes  []httplimit.Route
 	redis   *redis.Client // default: the package's server
+	// gateways > 0 gives on_store_error: local its in-process fallback.
+	gateways int
 }
 
 // newTestServer builds a chi router with the middleware in front of the
@@ -108,8 +111,12 @@ func newTestServer(t *testing.T, o serverOpts) *testServer {
 	ev := &eventLog{}
 	// A generous store timeout: these tests are about decisions, and a busy
 	// machine running -race must not turn them into fail-open store errors.
-	lim, err := limiter.New(store, limiter.WithObserver(ev.observe), limiter.WithLogger(slog.New(slog.DiscardHandler)),
-		limiter.WithTimeout(10*time.Second))
+	opts := []limiter.Option{limiter.WithObserver(ev.observe), limiter.WithLogger(slog.New(slog.DiscardHandler)),
+		limiter.WithTimeout(10 * time.Second)}
+	if o.gateways > 0 {
+		opts = append(opts, limiter.WithLocalFallback(memstore.New(&memstore.Options{Clock: clock.Now}), o.gateways))
+	}
+	lim, err := limiter.New(store, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -331,6 +331,37 @@ func TestStoreDown(t *testing.T) {
 	}
 }
 
+// With the store down, on_store_error: local limits in process at
+// limit/gateways and burst/gateways, and every header describes that local
+// limit: X-RateLimit-Limit and RateLimit-Policy's q agree.
+func TestLocalFallbackHeaders(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true; o.DialerRetries = 1 })
+	p := apiPolicy()
+	p.OnStoreError = limiter.FailLocal
+	s := newTestServer(t, serverOpts{redis: client, gateways: 3, routes: []httplimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{p}}}})
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// 150 / 3 = 50 at once; 1000 / 3 = 333 a minute: a whole bucket in ceil(50·60/333) = 10 s.
+	admitted := 0
+	for range 60 {
+		w := s.do(request{path: "/api/products"})
+		if w.Code == http.StatusOK {
+			admitted++
+		}
+		if got := w.Header().Get("X-RateLimit-Limit"); got != "50" {
+			t.Fatalf("X-RateLimit-Limit = %q in local mode, want 50", got)
+		}
+		if got := w.Header().Get("RateLimit-Policy"); got != `"api";q=50;w=10` {
+			t.Fatalf("RateLimit-Policy = %q in local mode, want the local limit q=50;w=10", got)
+		}
+	}
+	if admitted != 50 {
+		t.Errorf("admitted %d in local mode, want 50 (burst/gateways)", admitted)
+	}
+}
+
 // A leaky bucket shapes: a request over the rate waits for its turn
 // instead of being rejected while the queue has room.
 func TestLeakyBucketDelays(t *testing.T) {
