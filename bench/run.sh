@@ -87,14 +87,17 @@ libtables() {
 		echo "\`go test -run='^\$' -bench='$BENCH' -benchmem -count=$COUNT${BENCHTIME:+ -benchtime=$BENCHTIME}\`, compared by benchstat within the run, each column against the first contender (the peer where there is one). A ratio below 1× is costgate ahead; \`~\` means benchstat finds no significant difference."
 		echo
 		libtables Redis /impl
+		libtables RedisLogin /impl
+		libtables RedisMemory /impl
 		libtables Memory /impl
+		libtables MemoryPerKey /impl
 		libtables Limiter /impl
 		libtables RedisAlgorithms /alg
 		libtables MemoryAlgorithms /alg
 		echo "<details><summary>benchstat's own output</summary>"
 		echo
 		echo '```'
-		for n in Redis Memory Limiter; do
+		for n in Redis RedisLogin RedisMemory Memory MemoryPerKey Limiter; do
 			if grep -q "^Benchmark$n/" "$work/lib.txt"; then
 				benchstat -col /impl -filter ".name:$n" "$work/lib.txt" 2>&1
 			fi
