@@ -60,7 +60,7 @@ func (l *Limiter) document(query, operationName string) (*document, *Error) {
 		if strings.Contains(err.Error(), "exceeded token limit") {
 			return nil, reject(http.StatusBadRequest, CodeMaxTokensExceeded, "the document has more than %d tokens", l.cfg.MaxTokens)
 		}
-		return nil, &Error{Status: http.StatusBadRequest, Code: CodeParseFailed, Message: parseMessage(err)}
+		return nil, &Error{Status: http.StatusBadRequest, Code: CodeParseFailed, Message: ErrorMessage(err)}
 	}
 	d := &document{doc: doc}
 	d.limits, d.measureErr = complexity.Measure(doc, operationName)

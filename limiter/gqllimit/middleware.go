@@ -287,7 +287,8 @@ func (l *Limiter) setHeaders(h http.Header, st *state, status int) {
 }
 
 // response is a GraphQL response body.
-type response struct {
+// Response is a GraphQL response body, as costgate writes one.
+type Response struct {
 	Errors     []any           `json:"errors,omitempty"` // *gqlerror.Error, or an upstream's as it wrote it
 	Data       json.RawMessage `json:"data"`
 	Extensions map[string]any  `json:"extensions,omitempty"`
@@ -305,21 +306,24 @@ func (e *Error) gqlError() *gqlerror.Error {
 // included once the document parsed: requestedQueryCost when the operation
 // was priced, throttleStatus when the bucket was read.
 func writeError(w http.ResponseWriter, e *Error, st *state) {
-	res := response{Errors: []any{e.gqlError()}, Data: json.RawMessage("null")}
+	res := Response{Errors: []any{e.gqlError()}, Data: json.RawMessage("null")}
 	if st != nil && st.op != nil {
 		res.Extensions = map[string]any{"cost": st.stats.cost()}
 	}
-	writeResponse(w, e.Status, res)
+	WriteResponse(w, e.Status, res)
 }
 
-func writeResponse(w http.ResponseWriter, status int, res response) {
+// WriteResponse writes res as JSON with status, never cached.
+func WriteResponse(w http.ResponseWriter, status int, res Response) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(res)
 }
 
-func parseMessage(err error) string {
+// ErrorMessage is the message of a gqlparser error (without its location
+// prefix), or err's text.
+func ErrorMessage(err error) string {
 	var ge *gqlerror.Error
 	if errors.As(err, &ge) {
 		return ge.Message

@@ -126,13 +126,6 @@ type request struct {
 	Extensions    json.RawMessage `json:"extensions,omitempty"`
 }
 
-// response is a GraphQL response body.
-type response struct {
-	Errors     []any           `json:"errors,omitempty"` // *gqlerror.Error, or an upstream's as it wrote it
-	Data       json.RawMessage `json:"data"`
-	Extensions map[string]any  `json:"extensions,omitempty"`
-}
-
 // prepared is what the proxy works out from a document alone: kept with the
 // document in gqllimit's cache, so that an operation sent again is not
 // parsed, validated or formatted again.
@@ -180,11 +173,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	prep := p.prepare(pr)
 	if len(prep.errs) > 0 {
 		gqllimit.Reject(ctx, http.StatusBadRequest, gqllimit.CodeValidationFailed)
-		res := response{Data: json.RawMessage("null"), Extensions: map[string]any{"cost": gqllimit.CostOf(ctx)}}
+		res := gqllimit.Response{Data: json.RawMessage("null"), Extensions: map[string]any{"cost": gqllimit.CostOf(ctx)}}
 		for _, e := range prep.errs {
 			res.Errors = append(res.Errors, e)
 		}
-		writeResponse(w, http.StatusBadRequest, res)
+		gqllimit.WriteResponse(w, http.StatusBadRequest, res)
 		return
 	}
 	op := prep.doc.Operations.ForName(pr.OperationName)
@@ -198,12 +191,12 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	vars, verr := validator.VariableValues(p.schema, op, pr.Variables)
 	if verr != nil {
-		gqllimit.WriteError(ctx, w, rejection(http.StatusBadRequest, gqllimit.CodeValidationFailed, parseMessage(verr)))
+		gqllimit.WriteError(ctx, w, rejection(http.StatusBadRequest, gqllimit.CodeValidationFailed, gqllimit.ErrorMessage(verr)))
 		return
 	}
 	if rerr := p.lim.Admit(ctx, op, vars); rerr != nil {
 		if rerr == gqllimit.ErrDryRun {
-			writeResponse(w, http.StatusOK, response{Data: gqllimit.DryRunData(ctx, op, vars), Extensions: map[string]any{"cost": gqllimit.CostOf(ctx)}})
+			gqllimit.WriteResponse(w, http.StatusOK, gqllimit.Response{Data: gqllimit.DryRunData(ctx, op, vars), Extensions: map[string]any{"cost": gqllimit.CostOf(ctx)}})
 			return
 		}
 		gqllimit.WriteError(ctx, w, rerr)
@@ -227,11 +220,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ext = map[string]any{}
 	}
 	ext["cost"] = gqllimit.CostOf(ctx)
-	res := response{Data: reply.Data, Extensions: ext}
+	res := gqllimit.Response{Data: reply.Data, Extensions: ext}
 	for _, e := range reply.Errors {
 		res.Errors = append(res.Errors, e)
 	}
-	writeResponse(w, http.StatusOK, res)
+	gqllimit.WriteResponse(w, http.StatusOK, res)
 }
 
 // forwardedExtensions are the request's extensions less persistedQuery: the
@@ -261,21 +254,6 @@ func forwardedExtensions(ext json.RawMessage) json.RawMessage {
 
 func rejection(status int, code, msg string) *gqllimit.Error {
 	return &gqllimit.Error{Status: status, Code: code, Message: msg}
-}
-
-func writeResponse(w http.ResponseWriter, status int, res response) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(res)
-}
-
-func parseMessage(err error) string {
-	var ge *gqlerror.Error
-	if errors.As(err, &ge) {
-		return ge.Message
-	}
-	return err.Error()
 }
 
 type upstreamReply struct {
