@@ -3,7 +3,7 @@
 # library benchmarks (go test -bench, compared by benchstat with the peer as
 # base) and the load test of the whole server (go run ./loadtest).
 #
-#   cd bench && ./run.sh                       # everything: about 20 minutes on 2 cores
+#   cd bench && ./run.sh                       # everything: about 40 minutes on 2 cores
 #   cd bench && ./run.sh -rates 500,1000       # arguments go to the load test
 #
 # Settings (environment):
