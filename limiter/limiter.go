@@ -48,6 +48,18 @@ func WithLocalFallback(local Store, gateways int) Option {
 	}
 }
 
+// CheckPolicy reports whether l can apply p's fail mode: on_store_error:
+// local needs a local fallback (WithLocalFallback), or a store error would
+// let every request through with no policy having said so. The error is a
+// *PolicyError.
+func (l *Limiter) CheckPolicy(p *Policy) error {
+	if p != nil && p.EffectiveFailMode() == FailLocal && l.local == nil {
+		return &PolicyError{Policy: p.Name, Field: "on_store_error",
+			Reason: "local needs a local fallback store (limiter.WithLocalFallback), and this limiter has none"}
+	}
+	return nil
+}
+
 // Limiter applies policies to keys through a Store, with the policies' modes
 // and fail modes. It is safe for concurrent use.
 type Limiter struct {

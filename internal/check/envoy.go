@@ -82,6 +82,22 @@ func NewRateLimitService(cfg EnvoyConfig) (*RateLimitService, error) {
 	}
 	domains, derrs := compileDomains(cfg.Domains, cfg.Identity)
 	errs = append(errs, derrs...)
+	if cfg.Limiter != nil {
+		var walk func([]Descriptor)
+		walk = func(ds []Descriptor) {
+			for _, d := range ds {
+				for _, p := range d.Policies {
+					if err := cfg.Limiter.CheckPolicy(p); err != nil {
+						errs = append(errs, err)
+					}
+				}
+				walk(d.Descriptors)
+			}
+		}
+		for _, ds := range cfg.Domains {
+			walk(ds)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}

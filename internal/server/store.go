@@ -57,8 +57,11 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 		}
 		st.name, st.redis, store = "redis", rs, rs
 		timeout = rc.Timeout
-		opts = append(opts, limiter.WithLocalFallback(memstore.New(&memstore.Options{OnEvict: m.evictions.Inc}), cfg.Store.Gateways))
 	}
+	// Every store has a local fallback, so that on_store_error: local always
+	// has one to fall back to (the memory store fails only when it is full
+	// of denying states).
+	opts = append(opts, limiter.WithLocalFallback(memstore.New(&memstore.Options{OnEvict: m.evictions.Inc}), cfg.Store.Gateways))
 	opts = append(opts, limiter.WithTimeout(timeout), limiter.WithStoreName(st.name))
 	lim, err := limiter.New(store, opts...)
 	if err != nil {

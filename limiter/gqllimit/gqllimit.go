@@ -166,9 +166,16 @@ func (c *Config) Validate() error {
 		fail("Policy", "required: without a policy no operation is charged, and GraphQL is not limited")
 	} else if err := CheckPolicy(c.Policy); err != nil {
 		errs = append(errs, err)
-	} else if c.Identity != nil {
-		if err := c.Identity.CheckPolicy(c.Policy); err != nil {
-			errs = append(errs, err)
+	} else {
+		if c.Identity != nil {
+			if err := c.Identity.CheckPolicy(c.Policy); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if c.Limiter != nil {
+			if err := c.Limiter.CheckPolicy(c.Policy); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if err := c.Limits.Validate(); err != nil {

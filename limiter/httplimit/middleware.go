@@ -58,6 +58,11 @@ func (c *Config) Validate() error {
 					if err := c.Identity.CheckPolicy(p); err != nil {
 						errs = append(errs, err)
 					}
+					if c.Limiter != nil {
+						if err := c.Limiter.CheckPolicy(p); err != nil {
+							errs = append(errs, err)
+						}
+					}
 				}
 			}
 		}

@@ -46,6 +46,7 @@ func TestNewRefusesSetupsThatLimitNothing(t *testing.T) {
 	ok := &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 10, Period: time.Second, Key: []string{"ip"}}
 	noKey := &limiter.Policy{Name: "nokey", Algorithm: limiter.TokenBucket, Limit: 10, Period: time.Second}
 	typo := &limiter.Policy{Name: "typo", Algorithm: "token-bucket", Limit: 10, Period: time.Second, Key: []string{"ip"}}
+	local := &limiter.Policy{Name: "local", Algorithm: limiter.TokenBucket, Limit: 10, Period: time.Second, Key: []string{"ip"}, OnStoreError: limiter.FailLocal}
 	tests := []struct {
 		name  string
 		cfg   httplimit.Config
@@ -57,6 +58,8 @@ func TestNewRefusesSetupsThatLimitNothing(t *testing.T) {
 		{"routes without policies", httplimit.Config{Limiter: lim, Identity: ids, Routes: []httplimit.Route{{Pattern: "/api/*"}}}, "Routes"},
 		{"policy without a key", httplimit.Config{Limiter: lim, Identity: ids, Routes: []httplimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{noKey}}}}, "key"},
 		{"unknown algorithm", httplimit.Config{Limiter: lim, Identity: ids, Routes: []httplimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{typo}}}}, "algorithm"},
+		// Without a local fallback, a store error would let everything through.
+		{"local fail mode, no fallback", httplimit.Config{Limiter: lim, Identity: ids, Routes: []httplimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{local}}}}, "on_store_error"},
 		{"bad pattern", httplimit.Config{Limiter: lim, Identity: ids, Routes: []httplimit.Route{{Pattern: "api/*", Policies: []*limiter.Policy{ok}}}}, "Routes[0].Pattern"},
 		{"shadowed route", httplimit.Config{Limiter: lim, Identity: ids, Routes: []httplimit.Route{
 			{Pattern: "/api/*", Policies: []*limiter.Policy{ok}}, {Pattern: "GET /api/products", Policies: []*limiter.Policy{ok}}}}, "Routes[1].Pattern"},
