@@ -29,6 +29,7 @@ import (
 
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/internal/server"
+	"github.com/costgate/costgate/limiter"
 )
 
 func main() {
@@ -174,17 +175,13 @@ func stopGRPC(gs *grpc.Server, logger *slog.Logger) {
 // second with the count in between.
 type refusalLog struct {
 	logger *slog.Logger
-	last   time.Time
-	n      int
+	gate   limiter.LogGate
 }
 
 func newRefusalLog(l *slog.Logger) *refusalLog { return &refusalLog{logger: l} }
 
-// refused is called from the accept loop only: no lock needed.
 func (r *refusalLog) refused(addr netip.Addr) {
-	r.n++
-	if now := time.Now(); now.Sub(r.last) >= time.Second {
-		r.logger.Warn("connection refused: max_conns_per_ip reached", "client", addr.String(), "refused", r.n)
-		r.last, r.n = now, 0
+	if n, ok := r.gate.Pass(time.Now()); ok {
+		r.logger.Warn("connection refused: max_conns_per_ip reached", "client", addr.String(), "refused", n+1)
 	}
 }

@@ -73,7 +73,7 @@ type Limiter struct {
 	selfTimed bool // the store bounds its calls itself (SelfTimed)
 
 	localPolicies sync.Map // *Policy → *Policy with limit/gateways
-	logGates      sync.Map // policy name → *logGate
+	logGates      sync.Map // policy name → *LogGate
 	denied        denyCache
 }
 
@@ -403,33 +403,18 @@ func (l *Limiter) onStoreError(ctx context.Context, r Request, err error) Decisi
 	return d
 }
 
-// logGate lets one store-error line per policy per second through and
-// counts the rest, which the next line reports.
-type logGate struct {
-	mu         sync.Mutex
-	next       time.Time
-	suppressed int64
-}
-
 // logStoreError logs a store error of p, at most once a second per policy,
 // with the number of lines suppressed since the last one: an outage at a
 // thousand requests a second writes one line a second, not a thousand.
 func (l *Limiter) logStoreError(level slog.Level, p *Policy, msg string, args ...any) {
 	v, ok := l.logGates.Load(p.Name)
 	if !ok {
-		v, _ = l.logGates.LoadOrStore(p.Name, &logGate{})
+		v, _ = l.logGates.LoadOrStore(p.Name, &LogGate{})
 	}
-	g := v.(*logGate)
-	now := time.Now()
-	g.mu.Lock()
-	if now.Before(g.next) {
-		g.suppressed++
-		g.mu.Unlock()
+	n, ok := v.(*LogGate).Pass(time.Now())
+	if !ok {
 		return
 	}
-	n := g.suppressed
-	g.suppressed, g.next = 0, now.Add(time.Second)
-	g.mu.Unlock()
 	l.logger.Log(context.Background(), level, msg, append([]any{"policy", p.Name}, append(args, "suppressed", n)...)...)
 }
 

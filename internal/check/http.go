@@ -12,7 +12,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/costgate/costgate/limiter"
@@ -469,14 +468,11 @@ func RefuseAll(w http.ResponseWriter, r *http.Request) {
 // flood of forged checks does not flood it.
 type refusalLog struct {
 	logger *slog.Logger
-	last   atomic.Int64 // unix second of the last line
-	n      atomic.Int64
+	gate   limiter.LogGate
 }
 
 func (l *refusalLog) refused(door, peer string) {
-	l.n.Add(1)
-	now := time.Now().Unix()
-	if last := l.last.Load(); now > last && l.last.CompareAndSwap(last, now) {
-		l.logger.Warn("gateway check refused: the peer is not in identity.trusted_proxies", "door", door, "peer", peer, "refused", l.n.Swap(0))
+	if n, ok := l.gate.Pass(time.Now()); ok {
+		l.logger.Warn("gateway check refused: the peer is not in identity.trusted_proxies", "door", door, "peer", peer, "refused", n+1)
 	}
 }

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/costgate/costgate/limiter"
 )
 
 // Logger adapts a *slog.Logger for go-redis's own log lines (redis.SetLogger),
@@ -16,11 +17,8 @@ import (
 //
 //	redis.SetLogger(redisstore.NewLogger(logger))
 type Logger struct {
-	log *slog.Logger
-
-	mu         sync.Mutex
-	next       time.Time
-	suppressed int64
+	log  *slog.Logger
+	gate limiter.LogGate
 }
 
 // NewLogger returns a Logger writing to l (slog.Default() when nil).
@@ -33,15 +31,9 @@ func NewLogger(l *slog.Logger) *Logger {
 
 // Printf implements go-redis's logging interface.
 func (l *Logger) Printf(ctx context.Context, format string, v ...any) {
-	now := time.Now()
-	l.mu.Lock()
-	if now.Before(l.next) {
-		l.suppressed++
-		l.mu.Unlock()
+	n, ok := l.gate.Pass(time.Now())
+	if !ok {
 		return
 	}
-	n := l.suppressed
-	l.suppressed, l.next = 0, now.Add(time.Second)
-	l.mu.Unlock()
 	l.log.WarnContext(ctx, "go-redis: "+fmt.Sprintf(format, v...), "suppressed", n)
 }
