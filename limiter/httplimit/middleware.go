@@ -248,7 +248,7 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.
 		id.Username = name
 	}
 	var buf [4]limiter.Decision // a route rarely has more: no allocation
-	decisions, ok := m.check(buf[:0], r.Context(), policies, id)
+	decisions, ok := m.check(buf[:0], r.Context(), policies, id, 1)
 	header.Set(w.Header(), m.cfg.Clock(), decisions)
 	if !ok {
 		WriteDenied(w, decisions[len(decisions)-1])
@@ -287,20 +287,15 @@ func (m *Middleware) Check(ctx context.Context, policies []*limiter.Policy, id *
 	if len(policies) == 0 {
 		return nil, true
 	}
+	return m.check(make([]limiter.Decision, 0, len(policies)), ctx, policies, id, cost)
+}
+
+// check is Check with the decisions appended to dst, the caller's buffer.
+func (m *Middleware) check(dst []limiter.Decision, ctx context.Context, policies []*limiter.Policy, id *identity.Identity, cost int64) ([]limiter.Decision, bool) {
 	var stack [4]limiter.Request // a route rarely has more: no allocation
 	reqs := stack[:0]
 	for _, p := range policies {
 		reqs = append(reqs, limiter.Request{Policy: m.id.PolicyFor(p, id.Plan), Key: m.id.Key(p, id), Cost: cost})
-	}
-	return m.cfg.Limiter.AllowAll(ctx, reqs)
-}
-
-// check is Check with the decisions in dst, the caller's buffer.
-func (m *Middleware) check(dst []limiter.Decision, ctx context.Context, policies []*limiter.Policy, id *identity.Identity) ([]limiter.Decision, bool) {
-	var stack [4]limiter.Request
-	reqs := stack[:0]
-	for _, p := range policies {
-		reqs = append(reqs, limiter.Request{Policy: m.id.PolicyFor(p, id.Plan), Key: m.id.Key(p, id), Cost: 1})
 	}
 	return m.cfg.Limiter.AppendAllowAll(dst, ctx, reqs)
 }
