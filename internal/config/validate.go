@@ -18,6 +18,7 @@ import (
 	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
+	"github.com/costgate/costgate/limiter/redisstore"
 )
 
 // Validate checks the whole config and reports every problem found: what the
@@ -146,12 +147,12 @@ func (v *validator) store() {
 	if s.Memory.MaxKeys < 0 {
 		v.fail("store.memory.max_keys", "must not be negative, got %d", s.Memory.MaxKeys)
 	}
-	switch {
-	case s.KeyPrefix == "":
-		v.fail("store.key_prefix", "must not be empty (default %q)", "rl:")
-	case strings.ContainsAny(s.KeyPrefix, "{}"):
-		// A brace would become every key's hash tag: one Cluster slot for all.
-		v.fail("store.key_prefix", "must not contain { or }, got %q", s.KeyPrefix)
+	if s.KeyPrefix == "" {
+		v.fail("store.key_prefix", "must not be empty (default %q)", redisstore.DefaultKeyPrefix)
+	} else {
+		v.library((&redisstore.Options{KeyPrefix: s.KeyPrefix}).Validate(), "store", func(f string) (string, bool) {
+			return "store.key_prefix", f == "KeyPrefix"
+		})
 	}
 	r := s.Redis
 	if r == nil {

@@ -202,6 +202,18 @@ func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 
 // newStore is New; conns, when set, already knows the client's connections
 // (its dialer registers them), else a dial hook starts registering them now.
+// Validate reports the first problem of o as a *limiter.FieldError.
+func (o *Options) Validate() error {
+	if strings.ContainsAny(o.KeyPrefix, "{}") {
+		// A brace in the prefix would become every key's hash tag: one Cluster slot for all.
+		return &limiter.FieldError{Field: "KeyPrefix", Reason: fmt.Sprintf("must not contain { or }, got %q", o.KeyPrefix)}
+	}
+	if o.Pipelines < 0 || o.MaxBatch < 0 || o.ReplyWait < 0 || o.BreakerThreshold < 0 || o.ProbeInterval < 0 {
+		return &limiter.FieldError{Field: "redisstore.Options", Reason: "Pipelines, MaxBatch, ReplyWait, BreakerThreshold and ProbeInterval must not be negative"}
+	}
+	return nil
+}
+
 func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Store, error) {
 	if err := checkClient(client); err != nil {
 		return nil, err
@@ -213,12 +225,8 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 		conns: newConnSet(), nodes: make(map[string]*node), stop: make(chan struct{}),
 	}
 	if opts != nil {
-		if strings.ContainsAny(opts.KeyPrefix, "{}") {
-			// A brace in the prefix would become every key's hash tag: one Cluster slot for all.
-			return nil, fmt.Errorf("redisstore: key prefix %q must not contain { or }", opts.KeyPrefix)
-		}
-		if opts.Pipelines < 0 || opts.MaxBatch < 0 || opts.ReplyWait < 0 || opts.BreakerThreshold < 0 || opts.ProbeInterval < 0 {
-			return nil, &limiter.FieldError{Field: "redisstore.Options", Reason: "Pipelines, MaxBatch, ReplyWait, BreakerThreshold and ProbeInterval must not be negative"}
+		if err := opts.Validate(); err != nil {
+			return nil, fmt.Errorf("redisstore: %w", err)
 		}
 		if opts.KeyPrefix != "" {
 			s.prefix = opts.KeyPrefix
