@@ -41,8 +41,8 @@ func footprint(n int) (heapPerKey, processPerKey float64, held int) {
 // A token_bucket key, its key string included, costs at most 200 bytes of
 // process memory at a million keys.
 func TestMemoryPerKey(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("fills a million keys; the race detector changes memory use")
+	if testing.Short() {
+		t.Skip("fills a million keys")
 	}
 	heap, process, held := footprint(memstore.DefaultMaxKeys)
 	t.Logf("%d keys: %.0f B/key live heap, %.0f B/key process memory", held, heap, process)
