@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/header"
 	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 )
@@ -148,19 +147,20 @@ func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *httpli
 		identity.WriteLookupError(w)
 		return
 	}
-	// The route key part: the matched route's pattern, as the middleware
-	// has it when it runs before a router.
-	_, routePath, prefix, _ := httplimit.ParseRoute(route.Pattern)
-	if prefix {
-		routePath += "*"
+	// The route key part: the matched route's path, as the middleware has
+	// it when it runs before a router (chi routed this request to the check).
+	id.Route = h.cfg.Limits.RouteName(orig.Method, route)
+	ok := false
+	switch values := orig.Header.Values(h.usernameHeader); {
+	case h.usernameHeader == "" || len(values) == 0 || !identity.Needs(route.Policies, identity.PartUsername):
+		// Without the header, the body (if the gateway forwards one) is read.
+		ok = h.cfg.Limits.Limit(w, orig, id, route)
+	case len(values) > 1:
+		writeError(w, http.StatusBadRequest, CodeBadRequest, h.cfg.UsernameHeader+" appears more than once")
+	default:
+		ok = h.cfg.Limits.LimitUsername(w, orig, id, route, values[0])
 	}
-	id.Route = orig.Method + " " + routePath
-	if identity.Needs(route.Policies, identity.PartUsername) && h.usernameHeader != "" {
-		if done := h.usernameFromHeader(w, orig, id, route); done {
-			return
-		}
-	}
-	if !h.cfg.Limits.Limit(w, orig, id, route) {
+	if !ok {
 		return
 	}
 	if id.UnknownKey {
@@ -168,46 +168,6 @@ func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *httpli
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-}
-
-// usernameFromHeader sets id.Username from the username header, as
-// httplimit reads it from a login body: normalised, and refused (400) when
-// it cannot be one; one over 256 bytes is refused after the route's other
-// policies were charged. It reports whether it answered the check. Without
-// the header, the body (if the gateway forwards one) is read instead.
-func (h *Handler) usernameFromHeader(w http.ResponseWriter, orig *http.Request, id *identity.Identity, route *httplimit.Route) bool {
-	values := orig.Header.Values(h.usernameHeader)
-	switch {
-	case len(values) == 0:
-		return false
-	case len(values) > 1:
-		writeError(w, http.StatusBadRequest, CodeBadRequest, h.cfg.UsernameHeader+" appears more than once")
-		return true
-	}
-	name, err := identity.NormalizeUsername(values[0])
-	if err == nil {
-		id.Username = name
-		return false
-	}
-	var ue *identity.UsernameError
-	if !errors.As(err, &ue) || !ue.TooLong {
-		writeError(w, http.StatusBadRequest, CodeBadRequest, "the username is "+usernameReason(err))
-		return true
-	}
-	var others []*limiter.Policy
-	for _, p := range route.Policies {
-		if !identity.Needs([]*limiter.Policy{p}, identity.PartUsername) {
-			others = append(others, p)
-		}
-	}
-	decisions, ok := h.cfg.Limits.Check(orig.Context(), others, id, 1)
-	header.Set(w.Header(), h.cfg.Clock(), decisions)
-	if !ok {
-		httplimit.WriteDenied(w, decisions[len(decisions)-1])
-		return true
-	}
-	writeError(w, http.StatusBadRequest, CodeBadRequest, "the username is "+ue.Reason)
-	return true
 }
 
 func usernameReason(err error) string {

@@ -187,7 +187,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			identity.WriteLookupError(w)
 			return
 		}
-		if !m.limit(w, r, id, rt) {
+		if !m.limit(w, r, id, rt, nil) {
 			return
 		}
 		if id.UnknownKey {
@@ -225,17 +225,45 @@ func (m *Middleware) Limit(w http.ResponseWriter, r *http.Request, id *identity.
 	if rt == nil {
 		return true
 	}
-	return m.limit(w, r, id, rt)
+	return m.limit(w, r, id, rt, nil)
 }
 
-func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.Identity, rt *compiled) bool {
+// LimitUsername is Limit with the login username given (a gateway passes
+// it in a header) instead of read from the body: it is normalised, and one
+// over 256 bytes refused, exactly as a body's is.
+func (m *Middleware) LimitUsername(w http.ResponseWriter, r *http.Request, id *identity.Identity, route *Route, username string) bool {
+	rt := m.compiledFor(route)
+	if rt == nil {
+		return true
+	}
+	return m.limit(w, r, id, rt, &username)
+}
+
+// RouteName is the route key part of a request for method matched by route
+// when no router has routed it (a gateway's check): the method and the
+// route's path.
+func (m *Middleware) RouteName(method string, route *Route) string {
+	if rt := m.compiledFor(route); rt != nil {
+		return method + " " + rt.fallbackRoute
+	}
+	return method + " " + route.Pattern
+}
+
+// limit is Limit; username, when not nil, is the login username as given.
+func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.Identity, rt *compiled, username *string) bool {
 	if rt.needsRoute && id.Route == "" {
 		id.Route = r.Method + " " + routePattern(r, rt.fallbackRoute)
 	}
 	policies := rt.Policies
 	var userErr *identity.UsernameError
 	if rt.byUsername && id.Username == "" {
-		name, uerr := readUsername(r, m.cfg.MaxBodyBytes)
+		var name string
+		var uerr *identity.UsernameError
+		if username != nil {
+			name, uerr = normalizeUsername(*username)
+		} else {
+			name, uerr = readUsername(r, m.cfg.MaxBodyBytes)
+		}
 		if uerr != nil {
 			if !uerr.TooLong {
 				writeError(w, uerr.Status, errorBody{Error: errorCode(uerr.Status), Message: uerr.Reason})
@@ -309,6 +337,23 @@ func readUsername(r *http.Request, maxBody int64) (string, *identity.UsernameErr
 	var ue *identity.UsernameError
 	if !errors.As(err, &ue) {
 		ue = &identity.UsernameError{Status: http.StatusBadRequest, Reason: err.Error()}
+	}
+	return "", ue
+}
+
+// normalizeUsername is a given username as the limits take it; the error
+// says how to answer.
+func normalizeUsername(s string) (string, *identity.UsernameError) {
+	name, err := identity.NormalizeUsername(s)
+	if err == nil {
+		return name, nil
+	}
+	var ue *identity.UsernameError
+	if !errors.As(err, &ue) {
+		ue = &identity.UsernameError{Status: http.StatusBadRequest, Reason: err.Error()}
+	}
+	if !ue.TooLong {
+		ue = &identity.UsernameError{Status: ue.Status, Reason: "the username is " + ue.Reason}
 	}
 	return "", ue
 }
