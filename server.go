@@ -91,10 +91,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	maxConns := cfg.Server.MaxConnsPerIP
-	if maxConns == 0 {
-		maxConns = config.DefaultMaxConnsPerIP
-	}
+	maxConns := cfg.ConnsPerIP()
 	refusals := newRefusalLog(logger)
 	gateways := cfg.TrustedPrefixes()
 	ln = server.LimitPerIPExcept(ln, maxConns, gateways, refusals.refused)

@@ -127,6 +127,14 @@ func (c *Config) ComplexityOptions() []complexity.Option {
 	}
 }
 
+// ConnsPerIP is server.max_conns_per_ip, 0 taking the default.
+func (c *Config) ConnsPerIP() int {
+	if c.Server.MaxConnsPerIP == 0 {
+		return DefaultMaxConnsPerIP
+	}
+	return c.Server.MaxConnsPerIP
+}
+
 // ProxyMode reports whether GraphQL is served by proxying an upstream.
 func (c *Config) ProxyMode() bool { return c.GraphQL.Path != "" && c.GraphQL.Upstream != "" }
 
