@@ -32,26 +32,7 @@ import (
 // base URL. It stops when the test ends.
 func startServer(t *testing.T, args []string, env map[string]string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan listening, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, args, func(k string) string { return env[k] }, io.Discard, nil, ready)
-	}()
-	select {
-	case at := <-ready:
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("server stopped with %v", err)
-			}
-		})
-		return "http://" + at.HTTP
-	case err := <-done:
-		cancel()
-		t.Fatalf("server did not start: %v", err)
-	}
-	return ""
+	return "http://" + startServerAt(t, args, env).HTTP
 }
 
 func get(t *testing.T, url string, header map[string]string) (*http.Response, string) {
