@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -97,49 +96,4 @@ func TestStoreFailures(t *testing.T) {
 		defer srv.Thaw()
 		expectFailModes(t, "hung")
 	})
-}
-
-// A breaker in front of Redis: after repeated failures it opens and checks
-// skip Redis entirely; after the cool-down one probe goes through, and when
-// Redis answers again the breaker closes.
-func TestBreaker(t *testing.T) {
-	srv := redistest.StartServer(t)
-	client := srv.Client(func(o *redis.Options) { o.ContextTimeoutEnabled = true; o.DialerRetries = 1 })
-	b := limiter.NewBreaker(newStore(t, client, newPrefix(t), nil), 3, 200*time.Millisecond)
-	p := mustValidate(t, &limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Limit: 100, Period: time.Minute})
-	ctx := context.Background()
-	if _, err := b.Take(ctx, p, "k", 1); err != nil || b.State() != limiter.StoreUp {
-		t.Fatalf("Redis up: %v, state %s", err, b.State())
-	}
-	if err := srv.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if _, err := b.Take(ctx, p, "k", 1); err == nil || errors.Is(err, limiter.ErrBreakerOpen) {
-			t.Fatalf("failure %d: err %v, want the Redis error", i, err)
-		}
-	}
-	if b.State() != limiter.StoreBreakerOpen {
-		t.Fatalf("after 3 failures: state %s, want breaker open", b.State())
-	}
-	if _, err := b.Take(ctx, p, "k", 1); !errors.Is(err, limiter.ErrBreakerOpen) {
-		t.Fatalf("open breaker: err %v, want ErrBreakerOpen", err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := b.Take(ctx, p, "k", 1)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("breaker never closed after Redis came back: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if b.State() != limiter.StoreUp {
-		t.Errorf("after a successful probe: state %s, want up", b.State())
-	}
 }

@@ -42,7 +42,7 @@
 // [Open] builds a go-redis client for a URL, Cluster seeds or Sentinel, set
 // up for the store (see [NewClient]), and the store over it; [Store.Health]
 // tells readiness up, down, breaker open or out of memory, per node; the
-// store breaks per node itself, so it needs no limiter.Breaker in front.
+// store breaks per node itself.
 // For a Cluster, set cluster-require-full-coverage no on the servers: with
 // the default, every master refuses all keys while one shard fails over.
 package redisstore
