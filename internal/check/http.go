@@ -156,7 +156,7 @@ func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *httpli
 		// Without the header, the body (if the gateway forwards one) is read.
 		ok = h.cfg.Limits.Limit(w, orig, id, route)
 	case len(values) > 1:
-		writeError(w, http.StatusBadRequest, CodeBadRequest, h.cfg.UsernameHeader+" appears more than once")
+		ok = h.cfg.Limits.RefuseUsername(w, orig, id, route, h.cfg.UsernameHeader+" appears more than once")
 	default:
 		ok = h.cfg.Limits.LimitUsername(w, orig, id, route, values[0])
 	}
