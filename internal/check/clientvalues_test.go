@@ -1,6 +1,7 @@
 package check_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -9,6 +10,10 @@ import (
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/costgate/costgate/internal/check"
 	"github.com/costgate/costgate/limiter"
@@ -268,5 +273,79 @@ func TestCheckLongHeaderPartChargedToTheAddress(t *testing.T) {
 		if w.Code != tc.status {
 			t.Errorf("step %d (a %d-byte X-Org-Id): %d, want %d", i, len(tc.org), w.Code, tc.status)
 		}
+	}
+}
+
+// rawRequest is a RateLimitRequest as Envoy encodes it, whatever bytes its
+// values hold (protobuf-go refuses to encode a string that is not UTF-8;
+// Envoy's C++ encoder sends it).
+func rawRequest(domain string, descriptors ...[]string) []byte {
+	var b []byte
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendString(b, domain)
+	for _, kv := range descriptors {
+		var d []byte
+		for i := 0; i+1 < len(kv); i += 2 {
+			var e []byte
+			e = protowire.AppendTag(e, 1, protowire.BytesType)
+			e = protowire.AppendString(e, kv[i])
+			e = protowire.AppendTag(e, 2, protowire.BytesType)
+			e = protowire.AppendString(e, kv[i+1])
+			d = protowire.AppendTag(d, 1, protowire.BytesType)
+			d = protowire.AppendBytes(d, e)
+		}
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, d)
+	}
+	return b
+}
+
+// rawCodec sends a request's bytes as they are and decodes the answer.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(v.([]byte))}, nil
+}
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
+}
+
+func callRaw(t *testing.T, c rlsClient, req []byte) *rlsv3.RateLimitResponse {
+	t.Helper()
+	resp := &rlsv3.RateLimitResponse{}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := c.cc.Invoke(ctx, rlsv3.RateLimitService_ShouldRateLimit_FullMethodName, req, resp, grpc.ForceCodecV2(rawCodec{})); err != nil {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	return resp
+}
+
+// Values that are not UTF-8 (a header of bytes 0x80-0xFF, which Envoy
+// copies as it came) are values, not a failed call: a key is unknown and
+// charged to the address, a username is refused after the address paid.
+func TestEnvoyNonUTF8Values(t *testing.T) {
+	rg := newRig(t, rigOpts{})
+	c, _ := startRLS(t, rg, clientValueDomain())
+	const client = "203.0.113.25"
+	resp := callRaw(t, c, rawRequest("edge", []string{"generic_key", "api", "remote_address", client, "api_key", "demo-free\xff"}))
+	if resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || resp.GetStatuses()[0].GetLimitRemaining() != 149 {
+		t.Errorf("a key of bytes: %v", resp)
+	}
+	if resp := c.call(t, rlsCall("edge", desc("generic_key", "api", "remote_address", client))); resp.GetStatuses()[0].GetLimitRemaining() != 148 {
+		t.Errorf("anonymous after a key of bytes: remaining %d, want 148 (one budget)", resp.GetStatuses()[0].GetLimitRemaining())
+	}
+	resp = callRaw(t, c, rawRequest("edge", []string{"generic_key", "login", "remote_address", client, "login_user", "al\xffice"}))
+	if e := rawError(t, resp); resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || e.Error != check.CodeBadRequest || resp.GetStatuses()[0].GetLimitRemaining() != 9 {
+		t.Errorf("a username of bytes: %v %s, want OVER_LIMIT bad_request after login_ip", resp, resp.GetRawBody())
+	}
+	resp = callRaw(t, c, rawRequest("edge", []string{"generic_key", "org", "remote_address", client, "org_id", "\xfe\xff"}, []string{"generic_key", "routed", "remote_address", client, "path", "/\xff"}))
+	if resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Errorf("a header and a route of bytes: %v %s, want OK (hashed as any value)", resp, resp.GetRawBody())
+	}
+	resp = callRaw(t, c, rawRequest("edge", []string{"generic_key", "login", "remote_address", "\xff"}))
+	if resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("an address of bytes: %v, want OVER_LIMIT", resp)
 	}
 }

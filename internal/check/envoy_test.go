@@ -46,6 +46,7 @@ func edgeDomain(extra ...check.Descriptor) map[string][]check.Descriptor {
 
 type rlsClient struct {
 	rlsv3.RateLimitServiceClient
+	cc *grpc.ClientConn
 }
 
 // startRLS serves the service over real gRPC on loopback and returns a
@@ -61,7 +62,7 @@ func startRLS(t *testing.T, rg *rig, domains map[string][]check.Descriptor) (rls
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(grpc.ForceServerCodecV2(check.Codec()))
 	rlsv3.RegisterRateLimitServiceServer(g, svc)
 	go g.Serve(ln)
 	t.Cleanup(g.Stop)
@@ -80,7 +81,7 @@ func dialRLS(t testing.TB, addr, local string) rlsClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return rlsClient{rlsv3.NewRateLimitServiceClient(conn)}
+	return rlsClient{rlsv3.NewRateLimitServiceClient(conn), conn}
 }
 
 func (c rlsClient) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
