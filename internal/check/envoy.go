@@ -147,8 +147,9 @@ func (s *RateLimitService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateL
 	}
 	root := s.domains[req.GetDomain()]
 	plans := make([]*planned, len(req.GetDescriptors()))
+	var scratch [8]entry // a descriptor seldom has more: one array for all
 	for i, d := range req.GetDescriptors() {
-		p, err := s.plan(ctx, root, d, req.GetHitsAddend())
+		p, err := s.plan(ctx, root, d, req.GetHitsAddend(), scratch[:0])
 		if err != nil {
 			return nil, status.Errorf(status.Code(err), "descriptor %d: %s", i, status.Convert(err).Message())
 		}
@@ -160,8 +161,9 @@ func (s *RateLimitService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateL
 
 // plan checks one descriptor, matches it and resolves who pays; nil when
 // no policy applies. Its errors are InvalidArgument: what the gateway's
-// config decides (the entries' keys and number, hits_addend).
-func (s *RateLimitService) plan(ctx context.Context, root *node, d *rlcommon.RateLimitDescriptor, hits uint32) (*planned, error) {
+// config decides (the entries' keys and number, hits_addend). entries is
+// scratch space for the descriptor's entries.
+func (s *RateLimitService) plan(ctx context.Context, root *node, d *rlcommon.RateLimitDescriptor, hits uint32, entries []entry) (*planned, error) {
 	if d == nil {
 		return nil, status.Error(codes.InvalidArgument, "empty")
 	}
@@ -171,7 +173,6 @@ func (s *RateLimitService) plan(ctx context.Context, root *node, d *rlcommon.Rat
 	if n := len(d.GetEntries()); n > MaxEntries {
 		return nil, status.Errorf(codes.InvalidArgument, "%d entries: at most %d", n, MaxEntries)
 	}
-	entries := make([]entry, 0, len(d.GetEntries()))
 	for j, e := range d.GetEntries() {
 		// A key is the gateway's (a descriptor_key); a value may be the
 		// client's (a request header), so its length is judged by the part
@@ -243,9 +244,9 @@ func (r *refusal) without(policies []*limiter.Policy) []*limiter.Policy {
 // charged to the address, an over-long header is keyed by it), the
 // username normalised. A value none of that can take, for a part the
 // policies key by, is a refusal.
-func (s *RateLimitService) identity(ctx context.Context, parts []partValue, policies []*limiter.Policy) (*identity.Identity, *refusal, error) {
+func (s *RateLimitService) identity(ctx context.Context, parts []partValue, policies []*limiter.Policy) (*identity.Identity, refusal, error) {
 	r := (&http.Request{Header: http.Header{}}).WithContext(ctx)
-	refused := &refusal{}
+	var refused refusal
 	var username, route string
 	var hasUsername, hasAddr bool
 	for _, pv := range parts {
@@ -277,7 +278,7 @@ func (s *RateLimitService) identity(ctx context.Context, parts []partValue, poli
 	}
 	id, err := s.cfg.Identity.Resolve(r)
 	if err != nil {
-		return nil, nil, status.Error(codes.Unavailable, "the API key could not be checked; retry shortly")
+		return nil, refused, status.Error(codes.Unavailable, "the API key could not be checked; retry shortly")
 	}
 	if hasUsername && identity.Needs(policies, identity.PartUsername) {
 		if name, err := identity.NormalizeUsername(username); err != nil {
