@@ -36,12 +36,15 @@ type Descriptor struct {
 // them: they come from the API-key table, as for every door.
 var entryParts = []string{identity.PartIP, identity.PartAPIKey, identity.PartUsername, identity.PartRoute, "header:NAME"}
 
-// Bounds on one ShouldRateLimit call: anything larger is InvalidArgument,
-// refused before anything is charged.
+// Bounds on one ShouldRateLimit call. The gateway's config decides these
+// (a route's actions, their descriptor_key): more is InvalidArgument,
+// refused before anything is charged. An entry's value may be the client's
+// and is never refused for its length: a route value longer than
+// MaxEntryBytes is denied, an API key or header is charged to the address.
 const (
 	MaxDescriptors = 64   // descriptors per request
 	MaxEntries     = 64   // entries per descriptor (and levels of the tree)
-	MaxEntryBytes  = 4096 // bytes of one entry's key or value
+	MaxEntryBytes  = 4096 // bytes of one entry's key (and of a route value); also of a value in the config's tree
 )
 
 // DescriptorError is a descriptor tree the service refuses: the domain, the

@@ -24,4 +24,13 @@
 // marked with a key part (remote_address as ip, a header as api_key) build
 // the same identity, and so the same store key, as the HTTP doors. The
 // descriptors of one call are charged all or nothing.
+//
+// # Values a client controls
+//
+// Neither door turns a value the client controls (an API key, a username,
+// a header, bytes that are not UTF-8) into an error, which a gateway
+// failing open would answer by letting the request through unlimited: each
+// is charged to the client address and answered as the middleware answers
+// it, a refusal being 400 or OVER_LIMIT. Errors are for the gateway's own
+// mistakes. Serve the gRPC service with [Codec].
 package check

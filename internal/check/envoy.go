@@ -9,11 +9,13 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -116,13 +118,19 @@ type planned struct {
 	keys     []string
 	cost     int64
 	peek     bool // hits_addend 0: check, charge nothing
+	// refused says why a value the client controls cannot be limited by
+	// (an HTTP door answers it 400): the policies that do not key by it
+	// are charged, and the descriptor is OVER_LIMIT whatever they say.
+	refused string
 }
 
 // ShouldRateLimit implements the service. Every descriptor is matched and
-// its identity resolved before anything is charged: a request with a bad
-// descriptor is InvalidArgument and charges nothing. The descriptors'
-// policies are then charged all or nothing; one over its limit makes the
-// answer OVER_LIMIT and leaves every budget as it was.
+// its identity resolved before anything is charged; the descriptors'
+// policies are then charged all or nothing, and one over its limit makes
+// the answer OVER_LIMIT and leaves every budget as it was. Only the
+// gateway's own mistakes are errors (InvalidArgument, nothing charged): a
+// value the client controls never is, since Envoy lets a request through
+// unlimited when the service answers an error and failure_mode_deny is off.
 func (s *RateLimitService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if peerAddr, ok := s.fromGateway(ctx); !ok {
 		s.refusals.refused("grpc", peerAddr)
@@ -139,47 +147,11 @@ func (s *RateLimitService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateL
 	}
 	root := s.domains[req.GetDomain()]
 	plans := make([]*planned, len(req.GetDescriptors()))
-	var entries []entry
+	var scratch [8]entry // a descriptor seldom has more: one array for all
 	for i, d := range req.GetDescriptors() {
-		if d == nil {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d is empty", i)
-		}
-		if d.GetIsNegativeHits() {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: is_negative_hits is not supported: costgate gives back only what a denied request charged", i)
-		}
-		if n := len(d.GetEntries()); n > MaxEntries {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptor %d has %d entries: at most %d", i, n, MaxEntries)
-		}
-		entries = entries[:0]
-		for j, e := range d.GetEntries() {
-			if len(e.GetKey()) > MaxEntryBytes || len(e.GetValue()) > MaxEntryBytes {
-				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d entry %d: a key or value longer than %d bytes", i, j, MaxEntryBytes)
-			}
-			entries = append(entries, entry{e.GetKey(), e.GetValue()})
-		}
-		cost := int64(max(req.GetHitsAddend(), 1))
-		peek := false
-		if h := d.GetHitsAddend(); h != nil {
-			if h.GetValue() > limiter.MaxExact {
-				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: hits_addend %d is over 2^53", i, h.GetValue())
-			}
-			cost, peek = int64(h.GetValue()), h.GetValue() == 0
-		}
-		if root == nil {
-			continue
-		}
-		leaf, parts := root.match(entries, nil)
-		if leaf == nil || len(leaf.policies) == 0 {
-			continue
-		}
-		id, err := s.identity(ctx, parts)
+		p, err := s.plan(ctx, root, d, req.GetHitsAddend(), scratch[:0])
 		if err != nil {
 			return nil, status.Errorf(status.Code(err), "descriptor %d: %s", i, status.Convert(err).Message())
-		}
-		p := &planned{cost: cost, peek: peek}
-		for _, pol := range leaf.policies {
-			p.policies = append(p.policies, s.cfg.Identity.PolicyFor(pol, id.Plan))
-			p.keys = append(p.keys, s.cfg.Identity.Key(pol, id))
 		}
 		plans[i] = p
 	}
@@ -187,18 +159,104 @@ func (s *RateLimitService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateL
 	return s.response(plans, decisions, ok), nil
 }
 
+// plan checks one descriptor, matches it and resolves who pays; nil when
+// no policy applies. Its errors are InvalidArgument: what the gateway's
+// config decides (the entries' keys and number, hits_addend). entries is
+// scratch space for the descriptor's entries.
+func (s *RateLimitService) plan(ctx context.Context, root *node, d *rlcommon.RateLimitDescriptor, hits uint32, entries []entry) (*planned, error) {
+	if d == nil {
+		return nil, status.Error(codes.InvalidArgument, "empty")
+	}
+	if d.GetIsNegativeHits() {
+		return nil, status.Error(codes.InvalidArgument, "is_negative_hits is not supported: costgate gives back only what a denied request charged")
+	}
+	if n := len(d.GetEntries()); n > MaxEntries {
+		return nil, status.Errorf(codes.InvalidArgument, "%d entries: at most %d", n, MaxEntries)
+	}
+	for j, e := range d.GetEntries() {
+		// A key is the gateway's (a descriptor_key); a value may be the
+		// client's (a request header), so its length is judged by the part
+		// it supplies, never refused here.
+		if len(e.GetKey()) > MaxEntryBytes {
+			return nil, status.Errorf(codes.InvalidArgument, "entry %d: a key longer than %d bytes", j, MaxEntryBytes)
+		}
+		entries = append(entries, entry{e.GetKey(), e.GetValue()})
+	}
+	cost := int64(max(hits, 1))
+	peek := false
+	if h := d.GetHitsAddend(); h != nil {
+		if h.GetValue() > limiter.MaxExact {
+			return nil, status.Errorf(codes.InvalidArgument, "hits_addend %d is over 2^53", h.GetValue())
+		}
+		cost, peek = int64(h.GetValue()), h.GetValue() == 0
+	}
+	if root == nil {
+		return nil, nil
+	}
+	leaf, parts := root.match(entries, nil)
+	if leaf == nil || len(leaf.policies) == 0 {
+		return nil, nil
+	}
+	id, refused, err := s.identity(ctx, parts, leaf.policies)
+	if err != nil {
+		return nil, err
+	}
+	p := &planned{cost: cost, peek: peek, refused: refused.reason}
+	policies := leaf.policies
+	if refused.reason != "" {
+		policies = refused.without(policies)
+	}
+	for _, pol := range policies {
+		p.policies = append(p.policies, s.cfg.Identity.PolicyFor(pol, id.Plan))
+		p.keys = append(p.keys, s.cfg.Identity.Key(pol, id))
+	}
+	return p, nil
+}
+
+// refusal lists the key parts whose values the limits cannot take.
+type refusal struct {
+	parts  []string
+	all    bool   // no client address: nothing can be charged
+	reason string // the first refusal, for the client
+}
+
+func (r *refusal) add(part, format string, args ...any) {
+	if r.reason == "" {
+		r.reason = fmt.Sprintf(format, args...)
+	}
+	r.parts = append(r.parts, part)
+}
+
+// without returns the policies that key by none of the refused parts.
+func (r *refusal) without(policies []*limiter.Policy) []*limiter.Policy {
+	var out []*limiter.Policy
+	for _, p := range policies {
+		if !r.all && !slices.ContainsFunc(r.parts, func(part string) bool { return identity.Needs([]*limiter.Policy{p}, part) }) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // identity resolves the identity the entries' key parts describe, exactly
 // as an HTTP door resolves a request carrying them: the address as the
-// peer, the API key and headers as headers, the username normalised.
-func (s *RateLimitService) identity(ctx context.Context, parts []partValue) (*identity.Identity, error) {
+// peer, the API key and headers as headers (an unknown or over-long key is
+// charged to the address, an over-long header is keyed by it), the
+// username normalised. A value none of that can take, for a part the
+// policies key by, is a refusal.
+func (s *RateLimitService) identity(ctx context.Context, parts []partValue, policies []*limiter.Policy) (*identity.Identity, refusal, error) {
 	r := (&http.Request{Header: http.Header{}}).WithContext(ctx)
+	var refused refusal
 	var username, route string
-	var hasUsername bool
+	var hasUsername, hasAddr bool
 	for _, pv := range parts {
 		switch pv.part {
 		case identity.PartIP:
-			if !parseAddr(pv.value) {
-				return nil, status.Errorf(codes.InvalidArgument, "%q (part ip) is not an IP address", truncate(pv.value))
+			// Envoy's remote_address is always an address; anything else
+			// came from a header, so the client has no address to charge.
+			if hasAddr = parseAddr(pv.value); !hasAddr {
+				refused.all = true
+				refused.add(pv.part, "the client address (part ip) %q is not an IP address", truncate(pv.value))
 			}
 			r.RemoteAddr = pv.value
 		case identity.PartAPIKey:
@@ -211,19 +269,30 @@ func (s *RateLimitService) identity(ctx context.Context, parts []partValue) (*id
 			r.Header[strings.TrimPrefix(pv.part, identity.PartHeaderPrefix)] = []string{pv.value}
 		}
 	}
+	for _, pv := range parts {
+		name, isHeader := strings.CutPrefix(pv.part, identity.PartHeaderPrefix)
+		// Keyed by the address in its place, unless there is none.
+		if isHeader && !hasAddr && !identity.IsHeaderPartValue(pv.value) && identity.Needs(policies, pv.part) {
+			refused.add(pv.part, "the %s header (part %s) is empty or longer than %d bytes, and no entry gives the client address", name, pv.part, identity.MaxHeaderPartBytes)
+		}
+	}
 	id, err := s.cfg.Identity.Resolve(r)
 	if err != nil {
-		return nil, status.Error(codes.Unavailable, "the API key could not be checked; retry shortly")
+		return nil, refused, status.Error(codes.Unavailable, "the API key could not be checked; retry shortly")
 	}
-	if hasUsername {
-		name, err := identity.NormalizeUsername(username)
-		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "the username (part username) is %s", usernameReason(err))
+	if hasUsername && identity.Needs(policies, identity.PartUsername) {
+		if name, err := identity.NormalizeUsername(username); err != nil {
+			refused.add(identity.PartUsername, "the username (part username) is %s", usernameReason(err))
+		} else {
+			id.Username = name
 		}
-		id.Username = name
 	}
-	id.Route = route
-	return id, nil
+	if len(route) > MaxEntryBytes && identity.Needs(policies, identity.PartRoute) {
+		refused.add(identity.PartRoute, "the route (part route) is longer than %d bytes", MaxEntryBytes)
+	} else {
+		id.Route = route
+	}
+	return id, refused, nil
 }
 
 func parseAddr(s string) bool {
@@ -301,16 +370,25 @@ func (s *RateLimitService) response(plans []*planned, decisions [][]limiter.Deci
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(plans))}
 	var all []limiter.Decision
 	var denied *limiter.Decision
+	refused := ""
 	for i, p := range plans {
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		resp.Statuses[i] = st
 		if p == nil {
 			continue // no limit applies, as envoyproxy/ratelimit answers
 		}
+		if p.refused != "" {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			if refused == "" {
+				refused = p.refused
+			}
+		}
 		ds := decisions[i]
 		if len(ds) == 0 {
-			// Not checked: an earlier descriptor was over its limit.
-			st.Code = rlsv3.RateLimitResponse_UNKNOWN
+			if p.refused == "" {
+				// Not checked: an earlier descriptor was over its limit.
+				st.Code = rlsv3.RateLimitResponse_UNKNOWN
+			}
 			continue
 		}
 		all = append(all, ds...)
@@ -338,13 +416,18 @@ func (s *RateLimitService) response(plans []*planned, decisions [][]limiter.Deci
 	}
 	h := http.Header{}
 	header.Set(h, s.cfg.Clock(), all)
-	if !ok {
+	w := &memoryWriter{h: h}
+	switch {
+	case !ok && denied != nil:
+		httplimit.WriteDenied(w, *denied)
+	case refused != "":
+		// Denied as the HTTP doors answer such a value (400): a gateway
+		// failing open would let an error through unlimited.
+		writeError(w, http.StatusBadRequest, CodeBadRequest, refused)
+	}
+	if !ok || refused != "" {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-		if denied != nil {
-			w := &memoryWriter{h: h}
-			httplimit.WriteDenied(w, *denied)
-			resp.RawBody = w.body.Bytes()
-		}
+		resp.RawBody = w.body.Bytes()
 	}
 	resp.ResponseHeadersToAdd = headerValues(h)
 	return resp

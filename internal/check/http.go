@@ -109,8 +109,11 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 // ServeHTTP answers one check: 200 when the original request may go on
 // (with the rate-limit headers when a route matched), 429 (or 403 with
 // ?deny_status=403) when a policy denies it, 503 when the store is down and
-// a policy fails closed, 401 for an unknown API key, 400 for a check that
-// does not name its original request, 403 for a peer that is not a gateway.
+// a policy fails closed, 401 for an unknown API key and 400 for a login
+// username it cannot limit by (both charged to the client address first),
+// 400 for a check that does not name its original request, 403 for a peer
+// that is not a gateway. A value the client controls is never answered
+// with a 5xx, which Envoy's ext_authz with failure_mode_allow lets through.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !isGateway(r.RemoteAddr, h.cfg.Gateways) {
 		h.refusals.refused("/v1/check", r.RemoteAddr)
@@ -156,7 +159,7 @@ func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *httpli
 		// Without the header, the body (if the gateway forwards one) is read.
 		ok = h.cfg.Limits.Limit(w, orig, id, route)
 	case len(values) > 1:
-		writeError(w, http.StatusBadRequest, CodeBadRequest, h.cfg.UsernameHeader+" appears more than once")
+		ok = h.cfg.Limits.RefuseUsername(w, orig, id, route, h.cfg.UsernameHeader+" appears more than once")
 	default:
 		ok = h.cfg.Limits.LimitUsername(w, orig, id, route, values[0])
 	}

@@ -280,9 +280,9 @@ func TestCheckLoginAsTheMiddleware(t *testing.T) {
 	}
 }
 
-// Usernames a check cannot limit by, as the middleware treats them: a
-// missing one is 400 and charges nothing; one over 256 bytes is 400 after
-// being charged to login_ip; without the header the body is read.
+// Usernames a check cannot limit by, as the middleware treats them: 400
+// after being charged to login_ip (the address); without the header the
+// body is read.
 func TestCheckUsernameRefusals(t *testing.T) {
 	rg := newRig(t, rigOpts{})
 	h := rg.handler(t, "X-Login-User")
@@ -293,11 +293,11 @@ func TestCheckUsernameRefusals(t *testing.T) {
 		charged   bool
 		rateLimit string
 	}{
-		{name: "no username at all", req: nginxCheck("POST", "/login", "203.0.113.1", nil), status: 400},
-		{name: "empty", req: nginxCheck("POST", "/login", "203.0.113.2", map[string]string{"X-Login-User": "  "}), status: 400},
-		{name: "not UTF-8", req: nginxCheck("POST", "/login", "203.0.113.3", map[string]string{"X-Login-User": "\xff\xfe"}), status: 400},
+		{name: "no username at all", req: nginxCheck("POST", "/login", "203.0.113.1", nil), status: 400, charged: true, rateLimit: `"login_ip";r=9;t=300`},
+		{name: "empty", req: nginxCheck("POST", "/login", "203.0.113.2", map[string]string{"X-Login-User": "  "}), status: 400, charged: true, rateLimit: `"login_ip";r=9;t=300`},
+		{name: "not UTF-8", req: nginxCheck("POST", "/login", "203.0.113.3", map[string]string{"X-Login-User": "\xff\xfe"}), status: 400, charged: true, rateLimit: `"login_ip";r=9;t=300`},
 		{name: "twice", req: checkReq{header: map[string]string{"X-Forwarded-Method": "POST", "X-Forwarded-Uri": "/login", "X-Forwarded-For": "203.0.113.4"},
-			multi: map[string][]string{"X-Login-User": {"a", "b"}}}, status: 400},
+			multi: map[string][]string{"X-Login-User": {"a", "b"}}}, status: 400, charged: true, rateLimit: `"login_ip";r=9;t=300`},
 		{name: "too long", req: nginxCheck("POST", "/login", "203.0.113.5", map[string]string{"X-Login-User": strings.Repeat("a", identity.MaxUsernameBytes+1)}),
 			status: 400, charged: true, rateLimit: `"login_ip";r=9;t=300`},
 		{name: "from the body (Envoy with_request_body)", req: checkReq{method: "POST", target: "/v1/check/login", body: `{"username":"alice"}`},

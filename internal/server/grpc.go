@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+
+	"github.com/costgate/costgate/internal/check"
 )
 
 // gRPC bounds, the counterpart of the HTTP deadlines: a request is small
@@ -32,6 +34,7 @@ func (s *Server) GRPCServer() *grpc.Server {
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: IdleTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(recoverUnary(s.logger)),
+		grpc.ForceServerCodecV2(check.Codec()), // a client's non-UTF-8 header is a value, not a failed call
 	)
 	rlsv3.RegisterRateLimitServiceServer(g, rlsForwarder{s})
 	return g

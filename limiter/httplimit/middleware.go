@@ -229,14 +229,28 @@ func (m *Middleware) Limit(w http.ResponseWriter, r *http.Request, id *identity.
 }
 
 // LimitUsername is Limit with the login username given (a gateway passes
-// it in a header) instead of read from the body: it is normalised, and one
-// over 256 bytes refused, exactly as a body's is.
+// it in a header) instead of read from the body: it is normalised, and
+// refused, exactly as a body's is.
 func (m *Middleware) LimitUsername(w http.ResponseWriter, r *http.Request, id *identity.Identity, route *Route, username string) bool {
 	rt := m.compiledFor(route)
 	if rt == nil {
 		return true
 	}
 	return m.limit(w, r, id, rt, &username)
+}
+
+// RefuseUsername answers a login whose username cannot be read (a gateway
+// sent two) as a refused username is answered: 400 with reason, after the
+// route's policies that do not key by username were charged (the denial
+// instead, when they deny). It reports false, or true when the route does
+// not key by username.
+func (m *Middleware) RefuseUsername(w http.ResponseWriter, r *http.Request, id *identity.Identity, route *Route, reason string) bool {
+	rt := m.compiledFor(route)
+	if rt == nil || !rt.byUsername {
+		return m.Limit(w, r, id, route)
+	}
+	m.routeKeyPart(r, id, rt)
+	return m.charge(w, r, id, rt.withoutUser, &identity.UsernameError{Status: http.StatusBadRequest, Reason: reason})
 }
 
 // RouteName is the route key part of a request for method matched by route
@@ -251,11 +265,7 @@ func (m *Middleware) RouteName(method string, route *Route) string {
 
 // limit is Limit; username, when not nil, is the login username as given.
 func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.Identity, rt *compiled, username *string) bool {
-	if rt.needsRoute && id.Route == "" {
-		id.Route = r.Method + " " + routePattern(r, rt.fallbackRoute)
-	}
-	policies := rt.Policies
-	var userErr *identity.UsernameError
+	m.routeKeyPart(r, id, rt)
 	if rt.byUsername && id.Username == "" {
 		var name string
 		var uerr *identity.UsernameError
@@ -265,16 +275,24 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.
 			name, uerr = readUsername(r, m.cfg.MaxBodyBytes)
 		}
 		if uerr != nil {
-			if !uerr.TooLong {
-				writeError(w, uerr.Status, errorBody{Error: errorCode(uerr.Status), Message: uerr.Reason})
-				return false
-			}
-			// Refused before any normalisation, but charged to the policies
-			// that do not key by username: flooding long names costs the sender.
-			policies, userErr = rt.withoutUser, uerr
+			// Refused, but charged to the policies that do not key by
+			// username: sending bad names costs the sender its attempts.
+			return m.charge(w, r, id, rt.withoutUser, uerr)
 		}
 		id.Username = name
 	}
+	return m.charge(w, r, id, rt.Policies, nil)
+}
+
+func (m *Middleware) routeKeyPart(r *http.Request, id *identity.Identity, rt *compiled) {
+	if rt.needsRoute && id.Route == "" {
+		id.Route = r.Method + " " + routePattern(r, rt.fallbackRoute)
+	}
+}
+
+// charge charges policies to id and answers a denial, or userErr (a
+// refused username) when they allow; it reports whether the request may go on.
+func (m *Middleware) charge(w http.ResponseWriter, r *http.Request, id *identity.Identity, policies []*limiter.Policy, userErr *identity.UsernameError) bool {
 	var buf [4]limiter.Decision // a route rarely has more: no allocation
 	decisions, ok := m.check(buf[:0], r.Context(), policies, id, 1)
 	header.Set(w.Header(), m.cfg.Clock(), decisions)
@@ -283,7 +301,11 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.
 		return false
 	}
 	if userErr != nil {
-		writeError(w, userErr.Status, errorBody{Error: errorCode(userErr.Status), Message: "the username is " + userErr.Reason})
+		msg := userErr.Reason
+		if userErr.TooLong {
+			msg = "the username is " + msg
+		}
+		writeError(w, userErr.Status, errorBody{Error: errorCode(userErr.Status), Message: msg})
 		return false
 	}
 	if delay := maxDelay(decisions); delay > 0 {

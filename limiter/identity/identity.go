@@ -515,10 +515,18 @@ func (res *Resolver) apiKeyHash(id *Identity) string {
 	return id.keyHash
 }
 
+// MaxHeaderPartBytes bounds the value of a header:NAME key part.
+const MaxHeaderPartBytes = 4096
+
+// IsHeaderPartValue reports whether a header's value (its lines joined by
+// ", ") keys a header:NAME part; an empty or over-long one is the client
+// address in its place, as a missing one is.
+func IsHeaderPartValue(v string) bool { return v != "" && len(v) <= MaxHeaderPartBytes }
+
 func (res *Resolver) otherPart(part string, id *Identity) string {
 	if name, ok := strings.CutPrefix(part, PartHeaderPrefix); ok {
-		if vs := id.header.Values(name); len(vs) > 0 {
-			return res.hash.hash(PartHeaderPrefix+strings.ToLower(name), strings.Join(vs, ", "))
+		if v := strings.Join(id.header.Values(name), ", "); IsHeaderPartValue(v) {
+			return res.hash.hash(PartHeaderPrefix+strings.ToLower(name), v)
 		}
 		return res.ipHash(id)
 	}
