@@ -244,7 +244,7 @@ func TestCheckLoginAsTheMiddleware(t *testing.T) {
 		attempts = append(attempts, loginAttempt{client: "203.0.113.7", username: fmt.Sprintf("user%d", i)})
 	}
 	for i := range 12 { // one username, many addresses, spelt differently: login_user
-		name := []string{"victim", " Victim ", "VICTIM", "ｖｉｃｔｉｍ"}[i%4]
+		name := []string{"victim", " Victim ", "VICTIM", "ｖｉｃｔｉｍ", "vic\u200btim", "VIC\u00adTIM"}[i%6]
 		attempts = append(attempts, loginAttempt{client: fmt.Sprintf("198.51.100.%d", i+1), username: name})
 	}
 	// A denied attempt charged nothing: 198.51.100.11 still has its attempts.

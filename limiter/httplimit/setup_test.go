@@ -186,6 +186,38 @@ func TestLongUsernameChargedToTheAddress(t *testing.T) {
 	}
 }
 
+// Usernames are one user however they are cased, composed or padded with
+// invisible code points: ten failures from ten addresses as one spelling
+// lock the other spelling out.
+func TestLoginUsernameSpellingsShareOneLimit(t *testing.T) {
+	for _, tc := range []struct{ failAs, thenAs string }{
+		{"Straße", "strasse"},
+		{"STRASSE", "straße"},
+		{"ΣΑΣ", "σας"},
+		{"ab\u200bc", "abc"},
+		{`x\u200by`, "xy"}, // escaped in the JSON
+		{"al\u00adice", "ALICE"},
+		{"\ufeffbob", "bob"},
+	} {
+		t.Run(tc.failAs, func(t *testing.T) {
+			s := newTestServer(t, serverOpts{})
+			for i := range 10 {
+				body := `{"username":"` + tc.failAs + `","password":"x"}`
+				if w := s.do(request{method: "POST", path: "/login", remote: fmt.Sprintf("203.0.113.%d:1000", i), body: body}); w.Code != http.StatusUnauthorized {
+					t.Fatalf("attempt %d as %q: status %d, want the handler's 401", i, tc.failAs, w.Code)
+				}
+			}
+			w := s.do(request{method: "POST", path: "/login", remote: "192.0.2.200:1000", body: `{"username":"` + tc.thenAs + `","password":"x"}`})
+			if w.Code != http.StatusTooManyRequests {
+				t.Fatalf("after ten failures as %q, %q from a new address: status %d, want 429", tc.failAs, tc.thenAs, w.Code)
+			}
+			if e := decodeError(t, w); e.Policy != "login_user" {
+				t.Errorf("denied by %q, want login_user", e.Policy)
+			}
+		})
+	}
+}
+
 // Behind a trusted proxy, hops with ports identify their clients one by
 // one: the proxy's own address never becomes one site-wide bucket.
 func TestForwardedHopsWithPorts(t *testing.T) {

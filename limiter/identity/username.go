@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
 )
 
@@ -33,10 +34,15 @@ type UsernameError struct {
 
 func (e *UsernameError) Error() string { return "username: " + e.Reason }
 
-// NormalizeUsername returns the form a username is limited by: NFKC,
-// trimmed, lower-cased, so that "Alice", " alice" and "ａｌｉｃｅ" share one
-// limit. A name that is empty once trimmed, not UTF-8, or longer than
-// MaxUsernameBytes (checked before any normalisation) is refused.
+// NormalizeUsername returns the form a username is limited by, so that
+// "Alice", " alice" and "ＡＬＩＣＥ" share one limit, as do "Straße" and
+// "STRASSE", "ΣΑΣ" and "σας", "al\u00adice" and "alice": NFKC, full case folding
+// (Unicode's default, not Turkish: "I" is "i", "ı" stays itself), the
+// default-ignorable code points (zero-width space, soft hyphen, BOM,
+// variation selectors, ...) removed and white space trimmed, repeated until
+// nothing changes, so that a normalised name normalises to itself. A name
+// that is empty once normalised, not UTF-8, or longer than MaxUsernameBytes
+// (checked before any normalisation) is refused.
 func NormalizeUsername(s string) (string, error) {
 	if len(s) > MaxUsernameBytes {
 		return "", &UsernameError{Status: http.StatusBadRequest, TooLong: true,
@@ -45,11 +51,61 @@ func NormalizeUsername(s string) (string, error) {
 	if !utf8.ValidString(s) {
 		return "", &UsernameError{Status: http.StatusBadRequest, Reason: "not UTF-8"}
 	}
-	s = strings.ToLower(strings.TrimSpace(norm.NFKC.String(s)))
+	s, stable := normalizeRounds(s)
+	if !stable {
+		return "", &UsernameError{Status: http.StatusBadRequest, Reason: "not stable under normalisation"}
+	}
 	if s == "" {
 		return "", &UsernameError{Status: http.StatusBadRequest, Reason: "empty"}
 	}
 	return s, nil
+}
+
+// maxNormalizeRounds bounds the rounds of normalizeRounds. Folding can undo
+// NFKC and dropping an ignorable can join what it separated: every code
+// point alone settles after one changing round, a letter followed by two
+// marks or ignorables after two; the rest is a margin.
+const maxNormalizeRounds = 4
+
+// foldCase is Unicode full case folding; a fold Caser is stateless, so one
+// serves every goroutine.
+var foldCase = cases.Fold()
+
+// normalizeRounds applies NFKC, case folding, NFKC, removal of ignorables
+// and trimming until a round changes nothing, and reports whether one did
+// within maxNormalizeRounds.
+func normalizeRounds(s string) (string, bool) {
+	for range maxNormalizeRounds {
+		folded := strings.Map(cherokeeCapital, foldCase.String(norm.NFKC.String(s)))
+		next := strings.TrimSpace(strings.Map(dropIgnorable, norm.NFKC.String(folded)))
+		if next == s {
+			return s, true
+		}
+		s = next
+	}
+	return s, false
+}
+
+// cherokeeCapital maps Cherokee small letters to their capitals, as
+// Unicode case folding does (CaseFolding.txt); x/text's Fold maps capitals
+// to small letters and small letters to capitals instead, which no number
+// of rounds would settle.
+func cherokeeCapital(r rune) rune {
+	switch {
+	case 0xAB70 <= r && r <= 0xABBF: // small a .. small mv
+		return r - 0xAB70 + 0x13A0
+	case 0x13F8 <= r && r <= 0x13FD: // small ye .. small mv
+		return r - 8
+	}
+	return r
+}
+
+// dropIgnorable is a strings.Map function removing default-ignorable code points.
+func dropIgnorable(r rune) rune {
+	if isDefaultIgnorable(r) {
+		return -1
+	}
+	return r
 }
 
 // ReadUsername reads a JSON login body ({"username": "..."}) for its
