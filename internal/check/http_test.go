@@ -281,8 +281,9 @@ func TestCheckLoginAsTheMiddleware(t *testing.T) {
 }
 
 // Usernames a check cannot limit by, as the middleware treats them: a
-// missing one is 400 and charges nothing; one over 256 bytes is 400 after
-// being charged to login_ip; without the header the body is read.
+// missing one is 400 and charges nothing; one over 256 bytes, or a body
+// naming "username" twice or in another case, is 400 after being charged to
+// login_ip; without the header the body is read.
 func TestCheckUsernameRefusals(t *testing.T) {
 	rg := newRig(t, rigOpts{})
 	h := rg.handler(t, "X-Login-User")
@@ -302,6 +303,9 @@ func TestCheckUsernameRefusals(t *testing.T) {
 			status: 400, charged: true, rateLimit: `"login_ip";r=9;t=300`},
 		{name: "from the body (Envoy with_request_body)", req: checkReq{method: "POST", target: "/v1/check/login", body: `{"username":"alice"}`},
 			status: 200, charged: true, rateLimit: `"login_ip";r=9;t=300, "login_user";r=9;t=300`},
+		// The service could read the other member: refused, after login_ip.
+		{name: "ambiguous body", req: checkReq{method: "POST", target: "/v1/check/login", header: map[string]string{"X-Forwarded-For": "192.0.2.9"},
+			body: `{"username":"alice","USERNAME":"bob"}`}, status: 400, charged: true, rateLimit: `"login_ip";r=9;t=300`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(rg.keys(t))

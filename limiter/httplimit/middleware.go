@@ -265,12 +265,12 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.
 			name, uerr = readUsername(r, m.cfg.MaxBodyBytes)
 		}
 		if uerr != nil {
-			if !uerr.TooLong {
+			if !uerr.TooLong && !uerr.Ambiguous {
 				writeError(w, uerr.Status, errorBody{Error: errorCode(uerr.Status), Message: uerr.Reason})
 				return false
 			}
-			// Refused before any normalisation, but charged to the policies
-			// that do not key by username: flooding long names costs the sender.
+			// Refused unread, but charged to the policies that do not key by
+			// username: flooding long names or ambiguous bodies costs the sender.
 			policies, userErr = rt.withoutUser, uerr
 		}
 		id.Username = name
@@ -283,7 +283,7 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.
 		return false
 	}
 	if userErr != nil {
-		writeError(w, userErr.Status, errorBody{Error: errorCode(userErr.Status), Message: "the username is " + userErr.Reason})
+		writeError(w, userErr.Status, errorBody{Error: errorCode(userErr.Status), Message: userErr.Reason})
 		return false
 	}
 	if delay := maxDelay(decisions); delay > 0 {
@@ -338,6 +338,9 @@ func readUsername(r *http.Request, maxBody int64) (string, *identity.UsernameErr
 	if !errors.As(err, &ue) {
 		ue = &identity.UsernameError{Status: http.StatusBadRequest, Reason: err.Error()}
 	}
+	if ue.TooLong {
+		ue = &identity.UsernameError{Status: ue.Status, TooLong: true, Reason: "the username is " + ue.Reason}
+	}
 	return "", ue
 }
 
@@ -352,10 +355,7 @@ func normalizeUsername(s string) (string, *identity.UsernameError) {
 	if !errors.As(err, &ue) {
 		ue = &identity.UsernameError{Status: http.StatusBadRequest, Reason: err.Error()}
 	}
-	if !ue.TooLong {
-		ue = &identity.UsernameError{Status: ue.Status, Reason: "the username is " + ue.Reason}
-	}
-	return "", ue
+	return "", &identity.UsernameError{Status: ue.Status, TooLong: ue.TooLong, Reason: "the username is " + ue.Reason}
 }
 
 // routePattern is chi's route pattern when chi has routed the request.

@@ -3,6 +3,7 @@ package identity_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -147,6 +148,38 @@ func TestNormalizeUsername(t *testing.T) {
 		got, err := identity.NormalizeUsername(tc.in)
 		if got != tc.want || (err == nil) != tc.ok || identity.IsTooLong(err) != tc.tooLong {
 			t.Errorf("NormalizeUsername(%.20q) = %q, %v; want %q, ok %v, too long %v", tc.in, got, err, tc.want, tc.ok, tc.tooLong)
+		}
+	}
+}
+
+// ReadUsername reads the login body's one "username"; a body naming it
+// twice or in another letter case is refused as Ambiguous, whichever member
+// comes first and however its key is escaped.
+func TestReadUsername(t *testing.T) {
+	tests := []struct {
+		body      string
+		want      string
+		ambiguous bool
+	}{
+		{`{"username":"Straße","password":"x"}`, "strasse", false},
+		{`{"\u0075sername":"Bob"}`, "bob", false},
+		{`{"profile":{"username":"eve"},"username":"bob"}`, "bob", false},
+		{`{"username":"victim","username":"x"}`, "", true},
+		{`{"username":"victim","USERNAME":"x"}`, "", true},
+		{`{"Username":"victim"}`, "", true},
+		{`{"username":"victim","\u0055SERNAME":"x"}`, "", true},
+		{`{"username":"a"}{"username":"b"}`, "", false},
+	}
+	for _, tc := range tests {
+		r := httptest.NewRequest("POST", "/login", strings.NewReader(tc.body))
+		got, err := identity.ReadUsername(r, 0)
+		var ue *identity.UsernameError
+		ambiguous := errors.As(err, &ue) && ue.Ambiguous
+		if got != tc.want || ambiguous != tc.ambiguous || (err == nil) != (tc.want != "") {
+			t.Errorf("ReadUsername(%s) = %q, %v; want %q, ambiguous %v", tc.body, got, err, tc.want, tc.ambiguous)
+		}
+		if rest, _ := io.ReadAll(r.Body); string(rest) != tc.body {
+			t.Errorf("after ReadUsername(%s) the handler reads %q", tc.body, rest)
 		}
 	}
 }

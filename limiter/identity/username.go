@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/costgate/costgate/internal/jsonkeys"
 )
 
 // MaxUsernameBytes bounds a username before it is normalised: NFKC can
@@ -30,6 +32,10 @@ type UsernameError struct {
 	// TooLong reports a username over MaxUsernameBytes: the request is
 	// still charged to the policies that do not key by username.
 	TooLong bool
+	// Ambiguous reports a login body naming "username" more than once or
+	// in another letter case, which the application could read as another
+	// user: charged as TooLong is.
+	Ambiguous bool
 }
 
 func (e *UsernameError) Error() string { return "username: " + e.Reason }
@@ -110,7 +116,9 @@ func dropIgnorable(r rune) rune {
 
 // ReadUsername reads a JSON login body ({"username": "..."}) for its
 // username and puts the body back for the handler. At most maxBody bytes
-// are read (0 means DefaultMaxBodyBytes).
+// are read (0 means DefaultMaxBodyBytes). A body naming "username" more
+// than once, or in another letter case ("USERNAME", "\u0055sername"), is
+// refused as Ambiguous: the handler could read another member than this.
 func ReadUsername(r *http.Request, maxBody int64) (string, error) {
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBodyBytes
@@ -127,14 +135,34 @@ func ReadUsername(r *http.Request, maxBody int64) (string, error) {
 	if int64(len(body)) > maxBody {
 		return "", &UsernameError{Status: http.StatusRequestEntityTooLarge, Reason: fmt.Sprintf("the body is larger than %d bytes", maxBody)}
 	}
+	// Checked first: encoding/json takes "USERNAME" for "username" and the
+	// last of two, the application's handler may take another.
+	var ambiguous *jsonkeys.Error
+	switch err := jsonkeys.Check(body, jsonkeys.Names{"username": nil}); {
+	case errors.As(err, &ambiguous):
+		return "", ambiguousUsername(ambiguous)
+	case err != nil: // not JSON, or not UTF-8, which encoding/json would quietly turn into U+FFFD
+		return "", noUsername()
+	}
 	var login struct {
 		Username *string `json:"username"`
 	}
-	// JSON is UTF-8; encoding/json would quietly turn bad bytes into U+FFFD.
-	if !utf8.Valid(body) || json.Unmarshal(body, &login) != nil || login.Username == nil {
-		return "", &UsernameError{Status: http.StatusBadRequest, Reason: `the body must be a JSON object with a "username" string`}
+	if json.Unmarshal(body, &login) != nil || login.Username == nil {
+		return "", noUsername()
 	}
 	return NormalizeUsername(*login.Username)
+}
+
+func noUsername() *UsernameError {
+	return &UsernameError{Status: http.StatusBadRequest, Reason: `the body must be a JSON object with a "username" string`}
+}
+
+func ambiguousUsername(e *jsonkeys.Error) *UsernameError {
+	reason := `the body has "username" more than once`
+	if !e.Duplicate {
+		reason = fmt.Sprintf(`the body has %q, "username" in another letter case`, e.Key)
+	}
+	return &UsernameError{Status: http.StatusBadRequest, Ambiguous: true, Reason: reason}
 }
 
 // IsTooLong reports a username refused for its length (see UsernameError.TooLong).
