@@ -269,8 +269,8 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.
 				writeError(w, uerr.Status, errorBody{Error: errorCode(uerr.Status), Message: uerr.Reason})
 				return false
 			}
-			// Refused unread, but charged to the policies that do not key by
-			// username: flooding long names or ambiguous bodies costs the sender.
+			// Refused without limiting by a username, but charged to the policies
+			// that do not: flooding long names or ambiguous bodies costs the sender.
 			policies, userErr = rt.withoutUser, uerr
 		}
 		id.Username = name
