@@ -244,7 +244,7 @@ func TestCheckLoginAsTheMiddleware(t *testing.T) {
 		attempts = append(attempts, loginAttempt{client: "203.0.113.7", username: fmt.Sprintf("user%d", i)})
 	}
 	for i := range 12 { // one username, many addresses, spelt differently: login_user
-		name := []string{"victim", " Victim ", "VICTIM", "ｖｉｃｔｉｍ"}[i%4]
+		name := []string{"victim", " Victim ", "VICTIM", "ｖｉｃｔｉｍ", "vic\u200btim", "VIC\u00adTIM"}[i%6]
 		attempts = append(attempts, loginAttempt{client: fmt.Sprintf("198.51.100.%d", i+1), username: name})
 	}
 	// A denied attempt charged nothing: 198.51.100.11 still has its attempts.
@@ -281,8 +281,8 @@ func TestCheckLoginAsTheMiddleware(t *testing.T) {
 }
 
 // Usernames a check cannot limit by, as the middleware treats them: 400
-// after being charged to login_ip (the address); without the header the
-// body is read.
+// after being charged to login_ip (the address), a body naming "username"
+// twice or in another case included; without the header the body is read.
 func TestCheckUsernameRefusals(t *testing.T) {
 	rg := newRig(t, rigOpts{})
 	h := rg.handler(t, "X-Login-User")
@@ -302,6 +302,9 @@ func TestCheckUsernameRefusals(t *testing.T) {
 			status: 400, charged: true, rateLimit: `"login_ip";r=9;t=300`},
 		{name: "from the body (Envoy with_request_body)", req: checkReq{method: "POST", target: "/v1/check/login", body: `{"username":"alice"}`},
 			status: 200, charged: true, rateLimit: `"login_ip";r=9;t=300, "login_user";r=9;t=300`},
+		// The service could read the other member: refused, after login_ip.
+		{name: "ambiguous body", req: checkReq{method: "POST", target: "/v1/check/login", header: map[string]string{"X-Forwarded-For": "192.0.2.9"},
+			body: `{"username":"alice","USERNAME":"bob"}`}, status: 400, charged: true, rateLimit: `"login_ip";r=9;t=300`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(rg.keys(t))

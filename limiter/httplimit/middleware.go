@@ -360,6 +360,9 @@ func readUsername(r *http.Request, maxBody int64) (string, *identity.UsernameErr
 	if !errors.As(err, &ue) {
 		ue = &identity.UsernameError{Status: http.StatusBadRequest, Reason: err.Error()}
 	}
+	if ue.TooLong {
+		ue = &identity.UsernameError{Status: ue.Status, TooLong: true, Reason: "the username is " + ue.Reason}
+	}
 	return "", ue
 }
 
@@ -374,10 +377,7 @@ func normalizeUsername(s string) (string, *identity.UsernameError) {
 	if !errors.As(err, &ue) {
 		ue = &identity.UsernameError{Status: http.StatusBadRequest, Reason: err.Error()}
 	}
-	if !ue.TooLong {
-		ue = &identity.UsernameError{Status: ue.Status, Reason: "the username is " + ue.Reason}
-	}
-	return "", ue
+	return "", &identity.UsernameError{Status: ue.Status, TooLong: ue.TooLong, Reason: "the username is " + ue.Reason}
 }
 
 // routePattern is chi's route pattern when chi has routed the request.

@@ -186,6 +186,73 @@ func TestLongUsernameChargedToTheAddress(t *testing.T) {
 	}
 }
 
+// Usernames are one user however they are cased, composed or padded with
+// invisible code points: ten failures from ten addresses as one spelling
+// lock the other spelling out.
+func TestLoginUsernameSpellingsShareOneLimit(t *testing.T) {
+	for _, tc := range []struct{ failAs, thenAs string }{
+		{"Straße", "strasse"},
+		{"STRASSE", "straße"},
+		{"ΣΑΣ", "σας"},
+		{"ab\u200bc", "abc"},
+		{`x\u200by`, "xy"}, // escaped in the JSON
+		{"al\u00adice", "ALICE"},
+		{"\ufeffbob", "bob"},
+	} {
+		t.Run(tc.failAs, func(t *testing.T) {
+			s := newTestServer(t, serverOpts{})
+			for i := range 10 {
+				body := `{"username":"` + tc.failAs + `","password":"x"}`
+				if w := s.do(request{method: "POST", path: "/login", remote: fmt.Sprintf("203.0.113.%d:1000", i), body: body}); w.Code != http.StatusUnauthorized {
+					t.Fatalf("attempt %d as %q: status %d, want the handler's 401", i, tc.failAs, w.Code)
+				}
+			}
+			w := s.do(request{method: "POST", path: "/login", remote: "192.0.2.200:1000", body: `{"username":"` + tc.thenAs + `","password":"x"}`})
+			if w.Code != http.StatusTooManyRequests {
+				t.Fatalf("after ten failures as %q, %q from a new address: status %d, want 429", tc.failAs, tc.thenAs, w.Code)
+			}
+			if e := decodeError(t, w); e.Policy != "login_user" {
+				t.Errorf("denied by %q, want login_user", e.Policy)
+			}
+		})
+	}
+}
+
+// A login body naming "username" twice, or in another letter case, could be
+// limited as one user while the handler logs in another: it is refused (400)
+// before the handler runs, after being charged to login_ip, and charges
+// no username.
+func TestAmbiguousLoginBodyChargedToTheAddress(t *testing.T) {
+	s := newTestServer(t, serverOpts{})
+	bodies := []string{
+		`{"username":"victim","username":"x","password":"p"}`,
+		`{"username":"victim","USERNAME":"x","password":"p"}`,
+		`{"USERNAME":"victim","password":"p"}`,
+		`{"username":"victim","\u0075sername":"x","password":"p"}`,
+		`{"username":"victim","\u0055sername":"x","password":"p"}`,
+		`{"username":"victim","uſername":"x","password":"p"}`, // long s: encoding/json folds it to s
+	}
+	for i := range 10 {
+		w := s.do(request{method: "POST", path: "/login", body: bodies[i%len(bodies)]})
+		if w.Code != http.StatusBadRequest || w.Header().Get("X-RateLimit-Remaining") != fmt.Sprint(9-i) {
+			t.Fatalf("body %s: status %d, remaining %q; want 400 with login_ip's remaining %d (%s)",
+				bodies[i%len(bodies)], w.Code, w.Header().Get("X-RateLimit-Remaining"), 9-i, w.Body)
+		}
+		if e := decodeError(t, w); e.Error != "bad_request" {
+			t.Errorf("error %q, want bad_request", e.Error)
+		}
+	}
+	if w := s.do(request{method: "POST", path: "/login", body: `{"username":"zed"}`}); w.Code != http.StatusTooManyRequests {
+		t.Errorf("after 10 ambiguous bodies, a normal login from the address: status %d, want 429 (login_ip spent)", w.Code)
+	}
+	for i := range 10 {
+		w := s.do(request{method: "POST", path: "/login", remote: fmt.Sprintf("198.51.100.%d:1000", i), body: `{"username":"victim","password":"p"}`})
+		if w.Code != http.StatusUnauthorized {
+			t.Fatalf("victim's attempt %d from another address: status %d, want 401 (the ambiguous bodies charged no username)", i, w.Code)
+		}
+	}
+}
+
 // Behind a trusted proxy, hops with ports identify their clients one by
 // one: the proxy's own address never becomes one site-wide bucket.
 func TestForwardedHopsWithPorts(t *testing.T) {
