@@ -127,8 +127,13 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		if rerr := readBody(body, &p); rerr != nil {
 			return nil, r, nil, rerr
 		}
+	case http.MethodOptions:
+		// What gqlgen's transport.Options answers; nothing runs, nothing is charged.
+		w.Header().Set("Allow", "OPTIONS, GET, POST")
+		w.WriteHeader(http.StatusNoContent)
+		return nil, r, nil, nil
 	default:
-		w.Header().Set("Allow", "GET, POST")
+		w.Header().Set("Allow", "OPTIONS, GET, POST")
 		return nil, r, nil, reject(http.StatusMethodNotAllowed, CodeBadRequest, "use GET or POST")
 	}
 	query, register, rewritten, rerr := l.persisted(r.Context(), &p)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -423,4 +425,25 @@ func pricingSchema(t *testing.T) *complexity.Schema {
 		t.Fatal(pricingErr)
 	}
 	return pricingS
+}
+
+// OPTIONS is answered as gqlgen's transport.Options answers it (the methods
+// served), charging nothing; another method is 405 with the same Allow.
+func TestOptionsAndOtherMethods(t *testing.T) {
+	e, ran, _ := newRecordingEnv(t)
+	before := e.available(t)
+	for _, tc := range []struct {
+		method string
+		status int
+	}{{"OPTIONS", http.StatusNoContent}, {"PUT", http.StatusMethodNotAllowed}, {"DELETE", http.StatusMethodNotAllowed}} {
+		req := httptest.NewRequest(tc.method, "/graphql", nil)
+		w := httptest.NewRecorder()
+		e.handler.ServeHTTP(w, req)
+		if w.Code != tc.status || w.Header().Get("Allow") != "OPTIONS, GET, POST" {
+			t.Errorf("%s: %d Allow %q, want %d and the methods served", tc.method, w.Code, w.Header().Get("Allow"), tc.status)
+		}
+	}
+	if ops := ran.take(); len(ops) > 0 || e.available(t) != before {
+		t.Errorf("ran %d operations, charged %d", len(ops), before-e.available(t))
+	}
 }
