@@ -247,8 +247,7 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 		Logger:            s.logger,
 	}
 	if cfg.GraphQL.PersistedQueries {
-		// Embedded, gl.Handler also installs gqlgen's AutomaticPersistedQuery
-		// over this cache; in proxy mode gqllimit's middleware serves it.
+		// gqllimit's middleware serves the protocol, embedded and in proxy mode.
 		gcfg.PersistedQueries = gqllimit.NewPersistedQueryCache(gqllimit.DefaultCacheEntries, gqllimit.DefaultCacheBytes)
 	}
 	if cfg.ProxyMode() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 )
 
@@ -16,46 +15,43 @@ type persistedQuery struct {
 
 // persisted resolves an Automatic Persisted Query. With a hash and no query it returns
 // the query the hash was registered with; with both, it checks that the hash is the
-// query's and reports that the query is to be registered (once it passed the limits).
-// A request without extensions.persistedQuery is returned as it is.
-func (l *Limiter) persisted(ctx context.Context, query string, extensions json.RawMessage) (resolved string, hash string, err *Error) {
-	if len(extensions) == 0 {
-		return query, "", nil
+// query's and returns the hash to register the query under once it was charged. A
+// request without extensions.persistedQuery is returned as it is; one with it is
+// rewritten (p.Query in full, p.Extensions without persistedQuery) for the handler.
+func (l *Limiter) persisted(ctx context.Context, p *params) (query, hash string, rewritten bool, err *Error) {
+	pq, rest, err := persistedQueryOf(p.Extensions)
+	if err != nil || pq == nil {
+		return p.Query, "", false, err
 	}
-	var ext struct {
-		PersistedQuery *persistedQuery `json:"persistedQuery"`
-	}
-	if json.Unmarshal(extensions, &ext) != nil {
-		return "", "", reject(http.StatusBadRequest, CodeBadRequest, "extensions must be a JSON object")
-	}
-	pq := ext.PersistedQuery
+	p.Extensions = rest
 	switch {
-	case pq == nil:
-		return query, "", nil
 	case l.cfg.PersistedQueries == nil:
-		if query == "" {
+		if p.Query == "" {
 			// Apollo's clients stop sending hashes alone on this answer.
-			return "", "", reject(http.StatusBadRequest, CodePersistedQueryNotSupported, "PersistedQueryNotSupported")
+			return "", "", false, reject(http.StatusBadRequest, CodePersistedQueryNotSupported, "PersistedQueryNotSupported")
 		}
-		return query, "", nil // the query is all there is: run it
+		return p.Query, "", true, nil // the query is all there is: run it
 	case pq.Version != 1:
-		return "", "", reject(http.StatusBadRequest, CodeBadRequest, "unsupported persisted query version %d (1 is)", pq.Version)
-	case query == "":
+		return "", "", false, reject(http.StatusBadRequest, CodeBadRequest, "unsupported persisted query version %d (1 is)", pq.Version)
+	case p.Query == "":
 		q, ok := l.cfg.PersistedQueries.Get(ctx, pq.Sha256Hash)
 		if !ok {
 			// 200, as Apollo Server answers: the client then sends the query with its hash.
-			return "", "", reject(http.StatusOK, CodePersistedQueryNotFound, "PersistedQueryNotFound")
+			return "", "", false, reject(http.StatusOK, CodePersistedQueryNotFound, "PersistedQueryNotFound")
 		}
-		return q, "", nil
+		p.Query = q
+		return q, "", true, nil
 	}
-	sum := sha256.Sum256([]byte(query))
+	sum := sha256.Sum256([]byte(p.Query))
 	if hex.EncodeToString(sum[:]) != pq.Sha256Hash {
-		return "", "", reject(http.StatusBadRequest, CodePersistedQueryHashMismatch, "provided sha does not match query")
+		return "", "", false, reject(http.StatusBadRequest, CodePersistedQueryHashMismatch, "provided sha does not match query")
 	}
-	return query, pq.Sha256Hash, nil
+	return p.Query, pq.Sha256Hash, true, nil
 }
 
-// register keeps a persisted query that passed the limits before validation.
+// register keeps a persisted query whose operation was charged (or, in
+// Measure mode, admitted): a query refused before its charge, by validation
+// or a limit, never takes a place in the cache.
 func (l *Limiter) register(ctx context.Context, hash, query string) {
 	if hash != "" && l.cfg.PersistedQueries != nil {
 		l.cfg.PersistedQueries.Add(ctx, hash, query)

@@ -51,6 +51,15 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	if st == nil {
 		return gqlerror.Errorf("costgate: the GraphQL handler must be wrapped in gqllimit's Middleware")
 	}
+	if rc.RawQuery != st.op.Query || rc.OperationName != st.op.OperationName {
+		// Something between the middleware and here (an operation parameter
+		// mutator, a transport of its own) changed the operation: what would
+		// run is not what costgate read, so nothing runs.
+		e.l.cfg.Logger.Error("costgate: gqlgen is about to run another operation than the one costgate read (an OperationParameterMutator changed it); nothing runs")
+		rerr := reject(http.StatusBadRequest, CodeBadRequest, "the operation run differs from the one read")
+		e.l.rejected(ctx, st, rerr)
+		return rerr.gqlError()
+	}
 	rerr := e.l.admit(ctx, st, rc.Operation, rc.Variables)
 	switch {
 	case rerr == nil:

@@ -13,7 +13,6 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
-	gqlextension "github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/costgate/costgate/complexity"
@@ -74,11 +73,14 @@ type Config struct {
 	// PersistedQueries turns on Automatic Persisted Queries (Apollo's
 	// extensions.persistedQuery protocol): a query sent with its sha256Hash
 	// is registered once its hash checks out, and later requests may send
-	// the hash alone. Embedded, [Limiter.Handler] installs gqlgen's
-	// extension.AutomaticPersistedQuery over the same cache (install it
-	// yourself over this cache if you use Middleware and Extension apart);
-	// in proxy mode the middleware alone serves the protocol. Nil: a request
-	// with a hash alone is answered PERSISTED_QUERY_NOT_SUPPORTED.
+	// the hash alone. The middleware serves the protocol itself, embedded
+	// and in proxy mode: it resolves the hash and hands the handler the
+	// query in full, without the persistedQuery extension, so the text it
+	// priced is the text that runs (do not install gqlgen's
+	// AutomaticPersistedQuery as well: the extension refuses an operation
+	// that something after the middleware changed). A query is registered
+	// only once its operation was charged. Nil: a request with a hash alone
+	// is answered PERSISTED_QUERY_NOT_SUPPORTED.
 	// NewPersistedQueryCache makes one bounded in memory.
 	PersistedQueries graphql.Cache[string]
 	// DocumentCache is how many documents the middleware keeps parsed,
@@ -236,9 +238,6 @@ func New(cfg Config) (*Limiter, error) {
 // Handler installs the extension in srv and returns srv wrapped in the
 // middleware: the whole cost limit, nothing to forget.
 func (l *Limiter) Handler(srv *handler.Server) http.Handler {
-	if l.cfg.PersistedQueries != nil {
-		srv.Use(gqlextension.AutomaticPersistedQuery{Cache: l.cfg.PersistedQueries})
-	}
 	srv.Use(l.Extension())
 	return l.Middleware(srv)
 }
@@ -276,6 +275,7 @@ type state struct {
 	headers    bool             // rate-limit headers to write
 	policy     *limiter.Policy  // the caller's bucket: Config.Policy scaled by plan
 	key        string           // and its store key, resolved once per request
+	register   string           // the persisted-query hash to register the query under once it was charged
 }
 
 // bucket returns the caller's policy and store key, resolving them (plan

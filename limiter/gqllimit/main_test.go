@@ -83,7 +83,8 @@ func (c *counts) snapshot() map[string]int {
 type envOpts struct {
 	cfg    func(*gqllimit.Config)
 	policy *limiter.Policy
-	client *redis.Client // default: the package's server
+	client *redis.Client         // default: the package's server
+	server func(*handler.Server) // called before the limiter wraps the server
 }
 
 // graphqlPolicy is the demo's: 50 a second, 1000 at once. The store's clock
@@ -94,7 +95,7 @@ func graphqlPolicy() *limiter.Policy {
 }
 
 // newEnv serves the example API behind the cost limiter, over Redis.
-func newEnv(t *testing.T, o envOpts) *env {
+func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	clock := storetest.NewClock(time.Now())
 	client := o.client
@@ -143,6 +144,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 		resolved.add(graphql.GetRootFieldContext(ctx).Field.Name)
 		return next(ctx)
 	})
+	if o.server != nil {
+		o.server(srv)
+	}
 	h := gl.Handler(srv)
 	return &env{Client: gqltest.Client{Handler: h}, handler: h, clock: clock, gl: gl, policy: p, rejections: rejections, resolved: resolved}
 }

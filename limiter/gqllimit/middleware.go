@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,12 +18,23 @@ import (
 	"github.com/costgate/costgate/limiter/header"
 )
 
-// params is a GraphQL-over-HTTP request.
+// params is a GraphQL-over-HTTP request, as read by readBody or readQuery.
 type params struct {
-	Query         string          `json:"query"`
-	OperationName string          `json:"operationName"`
-	Variables     map[string]any  `json:"variables"`
-	Extensions    json.RawMessage `json:"extensions,omitempty"`
+	Query         string
+	OperationName string
+	Variables     map[string]any
+	rawVariables  json.RawMessage
+	Extensions    json.RawMessage // without persistedQuery once persisted resolved it
+}
+
+// isJSON reports a Content-Type of application/json (parameters allowed),
+// the one gqlgen's POST transport serves; an absent one is taken as JSON.
+func isJSON(contentType string) bool {
+	if contentType == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
 }
 
 // Middleware wraps the GraphQL handler (gqlgen's, with the Extension
@@ -60,6 +72,9 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, st: st, l: l}
 		next.ServeHTTP(sw, r.WithContext(withState(r.Context(), st)))
 		sw.flush()
+		if st.admitted {
+			l.register(r.Context(), st.register, st.op.Query)
+		}
 	})
 }
 
@@ -90,18 +105,11 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 			return nil, r, nil, reject(http.StatusBadRequest, CodeBadRequest, "subscriptions over websockets are not served here")
 		}
-		q := r.URL.Query()
-		p.Query, p.OperationName = q.Get("query"), q.Get("operationName")
-		if v := q.Get("variables"); v != "" {
-			if err := json.Unmarshal([]byte(v), &p.Variables); err != nil {
-				return nil, r, nil, reject(http.StatusBadRequest, CodeBadRequest, "variables must be a JSON object")
-			}
-		}
-		if v := q.Get("extensions"); v != "" {
-			p.Extensions = json.RawMessage(v)
+		if rerr := readQuery(r.URL.Query(), &p); rerr != nil {
+			return nil, r, nil, rerr
 		}
 	case http.MethodPost:
-		if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		if !isJSON(r.Header.Get("Content-Type")) {
 			return nil, r, nil, reject(http.StatusUnsupportedMediaType, CodeBadRequest, "send GraphQL as application/json (or GET)")
 		}
 		var err error
@@ -116,16 +124,24 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
 			return nil, r, nil, reject(http.StatusBadRequest, CodeBatchNotSupported, "batched operations are not supported; send one operation per request")
 		}
-		if err := json.Unmarshal(body, &p); err != nil {
-			return nil, r, nil, reject(http.StatusBadRequest, CodeBadRequest, "the body must be a JSON object with a query")
+		if rerr := readBody(body, &p); rerr != nil {
+			return nil, r, nil, rerr
 		}
+	case http.MethodOptions:
+		// What gqlgen's transport.Options answers; nothing runs, nothing is charged.
+		w.Header().Set("Allow", "OPTIONS, GET, POST")
+		w.WriteHeader(http.StatusNoContent)
+		return nil, r, nil, nil
 	default:
-		w.Header().Set("Allow", "GET, POST")
+		w.Header().Set("Allow", "OPTIONS, GET, POST")
 		return nil, r, nil, reject(http.StatusMethodNotAllowed, CodeBadRequest, "use GET or POST")
 	}
-	query, register, rerr := l.persisted(r.Context(), p.Query, p.Extensions)
+	query, register, rewritten, rerr := l.persisted(r.Context(), &p)
 	if rerr != nil {
 		return nil, r, nil, rerr
+	}
+	if rewritten {
+		body = rewrite(r, &p, body)
 	}
 	if strings.TrimSpace(query) == "" {
 		return nil, r, nil, reject(http.StatusBadRequest, CodeBadRequest, "no query")
@@ -134,7 +150,7 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 	if rerr != nil {
 		return nil, r, nil, rerr // it did not parse: no extensions.cost
 	}
-	st := &state{lim: l, doc: doc, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug)}
+	st := &state{lim: l, doc: doc, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug), register: register}
 	st.op = &Operation{Method: r.Method, Query: query, OperationName: p.OperationName, Variables: p.Variables, Extensions: p.Extensions, Document: doc.doc, doc: doc}
 	id, r, err := l.cfg.Identity.Attach(r)
 	if err != nil {
@@ -163,7 +179,6 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		}
 		l.wouldReject(st, e)
 	}
-	l.register(r.Context(), register, query)
 	return st, r, body, nil
 }
 

@@ -186,7 +186,14 @@ func TestTrustedProxyForwardedFor(t *testing.T) {
 // address has spent its anonymous quota), and no limiter state is ever keyed
 // by an unknown key: the store holds one key per guessing address.
 func TestUnknownAPIKeysCreateNoState(t *testing.T) {
-	s := newTestServer(t, serverOpts{})
+	// The clock is frozen, but Redis expires a bucket on its own clock, after
+	// the real time its deficit takes to refill: a day's period keeps an
+	// address's bucket for hours, however slowly a busy machine gets through
+	// its thousand requests (a minute's kept it 9 s, and two guesses too many
+	// were answered 401 on a loaded machine).
+	slow := apiPolicy()
+	slow.Period = 24 * time.Hour
+	s := newTestServer(t, serverOpts{routes: []httplimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{slow}}}})
 	const addrs, perAddr, workers = 100, 1000, 8
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -231,7 +238,7 @@ func TestUnknownAPIKeysCreateNoState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want[s.prefix+"{api:"+s.ids.Key(apiPolicy(), id)+"}:tb"] = true
+		want[s.prefix+"{api:"+s.ids.Key(slow, id)+"}:tb"] = true
 	}
 	keys := s.storeKeys(t)
 	if len(keys) == 0 {
