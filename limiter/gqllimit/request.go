@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
+
+	"github.com/costgate/costgate/internal/jsonkeys"
 )
 
 // One request, one reading. What costgate prices must be what the handler
@@ -15,10 +15,11 @@ import (
 //
 //   - A member of the GraphQL request (query, operationName, variables,
 //     extensions; persistedQuery in extensions; sha256Hash and version in
-//     persistedQuery) given twice, or in another letter case, is refused:
-//     encoding/json matches struct fields in any case and keeps the last
-//     duplicate, a map keeps the exact key, and other parsers keep the
-//     first, so such a body means different things to different readers.
+//     persistedQuery) given twice, or in another letter case, is refused
+//     (jsonkeys.Check): encoding/json matches struct fields in any case and
+//     keeps the last duplicate, a map keeps the exact key, and other parsers
+//     keep the first, so such a body means different things to different
+//     readers.
 //   - The body is one JSON object and nothing after it (gqlgen reads the
 //     first value and ignores the rest).
 //   - A persisted query is resolved here, and the handler is given the
@@ -28,81 +29,22 @@ import (
 //
 // The extension then checks that gqlgen runs the text read here.
 
-// Members of a GraphQL request, exactly as clients must spell them.
-const (
-	memberQuery          = "query"
-	memberOperationName  = "operationName"
-	memberVariables      = "variables"
-	memberExtensions     = "extensions"
-	memberPersistedQuery = "persistedQuery"
-	memberSHA256Hash     = "sha256Hash"
-	memberVersion        = "version"
+// The members of a GraphQL request checked for ambiguity, exactly as
+// clients must spell them.
+var (
+	persistedQueryNames = jsonkeys.Names{"persistedQuery": {"sha256Hash": nil, "version": nil}}
+	requestNames        = jsonkeys.Names{"query": nil, "operationName": nil, "variables": nil, "extensions": persistedQueryNames}
 )
 
-// member is one name and value of a JSON object, the name unescaped.
-type member struct {
-	name  string
-	value json.RawMessage
-}
-
-// errNotObject is the reason a value is not one JSON object.
-var errNotObject = errors.New("not a JSON object")
-
-// objectMembers returns the members of the JSON object data, in order,
-// duplicates kept. Anything but one object (and white space) is an error.
-func objectMembers(data []byte) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, errNotObject
+// ambiguous is the answer to a request jsonkeys.Check refused: a member
+// given twice or in another letter case is 400 BAD_REQUEST, saying which;
+// anything else that is not JSON gets notJSON.
+func ambiguous(err error, notJSON *Error) *Error {
+	var ke *jsonkeys.Error
+	if errors.As(err, &ke) {
+		return reject(http.StatusBadRequest, CodeBadRequest, "ambiguous request: %v (member names are case-sensitive and given once)", ke)
 	}
-	var ms []member
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		name, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		ms = append(ms, member{name: name, value: v})
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errNotObject
-	}
-	return ms, nil
-}
-
-// pick returns the values of names among ms, nil for those absent. A name
-// given twice, or a member that matches a name in another letter case
-// (Unicode simple folding, as encoding/json matches), is refused.
-func pick(ms []member, where string, names ...string) ([]json.RawMessage, *Error) {
-	out := make([]json.RawMessage, len(names))
-	for _, m := range ms {
-		for i, name := range names {
-			if !strings.EqualFold(m.name, name) {
-				continue
-			}
-			if m.name != name {
-				return nil, ambiguous(where, "%q is not %q: member names are case-sensitive", m.name, name)
-			}
-			if out[i] != nil {
-				return nil, ambiguous(where, "%q is given twice", name)
-			}
-			out[i] = m.value
-		}
-	}
-	return out, nil
-}
-
-func ambiguous(where, format string, args ...any) *Error {
-	e := reject(http.StatusBadRequest, CodeBadRequest, format, args...)
-	e.Message = "ambiguous " + where + ": " + e.Message
-	return e
+	return notJSON
 }
 
 // isNull reports an absent or null JSON value.
@@ -113,25 +55,24 @@ func isNull(v json.RawMessage) bool {
 // readBody reads a POST body into p, strictly (see above).
 func readBody(body []byte, p *params) *Error {
 	bad := reject(http.StatusBadRequest, CodeBadRequest, "the body must be a JSON object with a query")
-	ms, err := objectMembers(body)
-	if err != nil {
+	if err := jsonkeys.Check(body, requestNames); err != nil {
+		return ambiguous(err, bad)
+	}
+	var raw struct {
+		Query         string          `json:"query"`
+		OperationName string          `json:"operationName"`
+		Variables     json.RawMessage `json:"variables"`
+		Extensions    json.RawMessage `json:"extensions"`
+	}
+	if json.Unmarshal(body, &raw) != nil {
 		return bad
 	}
-	vs, rerr := pick(ms, "request", memberQuery, memberOperationName, memberVariables, memberExtensions)
-	if rerr != nil {
+	p.Query, p.OperationName = raw.Query, raw.OperationName
+	if rerr := p.setVariables(raw.Variables); rerr != nil {
 		return rerr
 	}
-	if !isNull(vs[0]) && json.Unmarshal(vs[0], &p.Query) != nil {
-		return bad
-	}
-	if !isNull(vs[1]) && json.Unmarshal(vs[1], &p.OperationName) != nil {
-		return reject(http.StatusBadRequest, CodeBadRequest, "operationName must be a string")
-	}
-	if rerr := p.setVariables(vs[2]); rerr != nil {
-		return rerr
-	}
-	if !isNull(vs[3]) {
-		p.Extensions = vs[3]
+	if !isNull(raw.Extensions) {
+		p.Extensions = raw.Extensions
 	}
 	return nil
 }
@@ -139,18 +80,21 @@ func readBody(body []byte, p *params) *Error {
 // readQuery reads a GET request's parameters into p. A parameter given
 // twice is refused: readers differ on which one counts.
 func readQuery(q url.Values, p *params) *Error {
-	for _, name := range []string{memberQuery, memberOperationName, memberVariables, memberExtensions} {
+	for name := range requestNames {
 		if len(q[name]) > 1 {
-			return ambiguous("request", "%q is given twice", name)
+			return reject(http.StatusBadRequest, CodeBadRequest, "ambiguous request: the parameter %q is given more than once", name)
 		}
 	}
-	p.Query, p.OperationName = q.Get(memberQuery), q.Get(memberOperationName)
-	if v := q.Get(memberVariables); v != "" {
+	p.Query, p.OperationName = q.Get("query"), q.Get("operationName")
+	if v := q.Get("variables"); v != "" {
 		if rerr := p.setVariables(json.RawMessage(v)); rerr != nil {
 			return rerr
 		}
 	}
-	if v := q.Get(memberExtensions); v != "" {
+	if v := q.Get("extensions"); v != "" {
+		if err := jsonkeys.Check([]byte(v), persistedQueryNames); err != nil {
+			return ambiguous(err, reject(http.StatusBadRequest, CodeBadRequest, "extensions must be a JSON object"))
+		}
 		p.Extensions = json.RawMessage(v)
 	}
 	return nil
@@ -168,59 +112,30 @@ func (p *params) setVariables(raw json.RawMessage) *Error {
 	return nil
 }
 
-// persistedQueryOf reads extensions.persistedQuery, strictly. rest is the
-// extensions without it (nil when nothing is left), for the handler.
+// persistedQueryOf reads extensions.persistedQuery (checked for ambiguity
+// with the request). rest is the extensions without it, nil when nothing is
+// left, for the handler.
 func persistedQueryOf(extensions json.RawMessage) (pq *persistedQuery, rest json.RawMessage, e *Error) {
 	if isNull(extensions) {
 		return nil, nil, nil
 	}
-	ms, err := objectMembers(extensions)
-	if err != nil {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(extensions, &m) != nil {
 		return nil, nil, reject(http.StatusBadRequest, CodeBadRequest, "extensions must be a JSON object")
 	}
-	vs, e := pick(ms, "extensions", memberPersistedQuery)
-	if e != nil || isNull(vs[0]) {
-		return nil, extensions, e
-	}
-	pms, err := objectMembers(vs[0])
-	if err != nil {
-		return nil, nil, reject(http.StatusBadRequest, CodeBadRequest, "extensions.persistedQuery must be a JSON object")
-	}
-	pvs, e := pick(pms, "extensions.persistedQuery", memberSHA256Hash, memberVersion)
-	if e != nil {
-		return nil, nil, e
+	raw, ok := m["persistedQuery"]
+	if !ok || isNull(raw) {
+		return nil, extensions, nil
 	}
 	pq = &persistedQuery{}
-	if !isNull(pvs[0]) && json.Unmarshal(pvs[0], &pq.Sha256Hash) != nil ||
-		!isNull(pvs[1]) && json.Unmarshal(pvs[1], &pq.Version) != nil {
+	if json.Unmarshal(raw, pq) != nil {
 		return nil, nil, reject(http.StatusBadRequest, CodeBadRequest, "extensions.persistedQuery takes a string sha256Hash and an integer version")
 	}
-	return pq, withoutMember(ms, memberPersistedQuery), nil
-}
-
-// withoutMember re-encodes the object of ms without the member name; nil
-// when nothing is left.
-func withoutMember(ms []member, name string) json.RawMessage {
-	var b bytes.Buffer
-	for _, m := range ms {
-		if m.name == name {
-			continue
-		}
-		if b.Len() == 0 {
-			b.WriteByte('{')
-		} else {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(m.name)
-		b.Write(k)
-		b.WriteByte(':')
-		b.Write(m.value)
+	delete(m, "persistedQuery")
+	if len(m) > 0 {
+		rest, _ = json.Marshal(m) // decoded from JSON: it encodes
 	}
-	if b.Len() == 0 {
-		return nil
-	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return pq, rest, nil
 }
 
 // canonical is a request as the handler is given it after a persisted
@@ -237,11 +152,11 @@ type canonical struct {
 func rewrite(r *http.Request, p *params, body []byte) []byte {
 	if r.Method == http.MethodGet {
 		q := r.URL.Query()
-		q.Set(memberQuery, p.Query)
+		q.Set("query", p.Query)
 		if p.Extensions == nil {
-			q.Del(memberExtensions)
+			q.Del("extensions")
 		} else {
-			q.Set(memberExtensions, string(p.Extensions))
+			q.Set("extensions", string(p.Extensions))
 		}
 		u := *r.URL
 		u.RawQuery = q.Encode()
