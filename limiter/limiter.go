@@ -253,8 +253,14 @@ func costOf(rs []Request, p *Policy) int64 {
 	return 1
 }
 
-// undo gives back what the granted decisions charged, newest first.
+// undo gives back what the granted decisions charged, newest first, and
+// has each report the state the request leaves behind.
 func (l *Limiter) undo(ctx context.Context, reqs []Request, granted []Decision) {
+	var small [16]bool // a check seldom has more policies: no allocation
+	undone := small[:]
+	if len(granted) > len(small) {
+		undone = make([]bool, len(granted))
+	}
 	for i := len(granted) - 1; i >= 0; i-- {
 		d := granted[i]
 		if d.Receipt.Cost == 0 || d.Err != nil && d.Outcome != ErrorLocal {
@@ -278,7 +284,23 @@ func (l *Limiter) undo(ctx context.Context, reqs []Request, granted []Decision) 
 		// Report the state the request leaves behind: nothing charged.
 		granted[i].Remaining, granted[i].ResetAfter = after.Remaining, after.ResetAfter
 		granted[i].Receipt = Receipt{}
+		undone[i] = true
 	}
+	// Of the requests on one state, the oldest was undone last: its report
+	// is the state that stays, for all of them.
+	for j := range granted {
+		for i := j + 1; undone[j] && i < len(granted); i++ {
+			if undone[i] && sameState(reqs[i], reqs[j]) && (granted[i].Outcome == ErrorLocal) == (granted[j].Outcome == ErrorLocal) {
+				granted[i].Remaining, granted[i].ResetAfter = granted[j].Remaining, granted[j].ResetAfter
+			}
+		}
+	}
+}
+
+// sameState reports whether a and b charge one state: every store keys a
+// state by the policy's name and algorithm and the key.
+func sameState(a, b Request) bool {
+	return a.Key == b.Key && a.Policy.Name == b.Policy.Name && a.Policy.Algorithm == b.Policy.Algorithm
 }
 
 // Refund gives n units back to a bucket policy's key, never above capacity,

@@ -97,6 +97,9 @@ func randomPolicy(rng *rand.Rand) limiter.Policy {
 // Several policies per request: Limiter.AllowAll over Redis (one script, or
 // on a Cluster a script per slot and compensation) gives the decisions it
 // gives over the memory store, which charges policy by policy and undoes.
+// A check names policies and keys at random, the same one twice or more
+// too (also through a shadow twin of a policy, which shares its state), and
+// each request must see the charges of the ones before it.
 // Receipts of sliding_log are left out of the comparison: undoing a charge
 // there spends a sequence number that a script that never charged does not.
 func TestMemoryAndRedisAgreeOnBatches(t *testing.T) {
@@ -128,17 +131,23 @@ func TestMemoryAndRedisAgreeOnBatches(t *testing.T) {
 						ps = append(ps, &p)
 					}
 					var minPeriod time.Duration = time.Hour
+					pool := ps
 					for _, p := range ps {
 						minPeriod = min(minPeriod, p.Period)
+						if rng.IntN(3) == 0 {
+							twin := *p
+							twin.Mode = limiter.Shadow
+							pool = append(pool, &twin)
+						}
 					}
 					for i := range 200 {
 						if rng.IntN(3) > 0 {
 							clock.Advance(time.Duration(rng.Int64N(int64(minPeriod/3))) + time.Duration(rng.IntN(3))*time.Microsecond)
 						}
-						key := []string{"a", "b"}[rng.IntN(2)]
-						reqs := make([]limiter.Request, len(ps))
-						for j, p := range ps {
-							reqs[j] = limiter.Request{Policy: p, Key: key, Cost: 1 + rng.Int64N(p.Capacity()/2+1)}
+						reqs := make([]limiter.Request, 2+rng.IntN(3))
+						for j := range reqs {
+							p := pool[rng.IntN(len(pool))]
+							reqs[j] = limiter.Request{Policy: p, Key: []string{"a", "b"}[rng.IntN(2)], Cost: 1 + rng.Int64N(p.Capacity()/2+1)}
 						}
 						md, mok := mem.AllowAll(ctx, reqs)
 						rd, rok := red.AllowAll(ctx, reqs)
@@ -152,8 +161,8 @@ func TestMemoryAndRedisAgreeOnBatches(t *testing.T) {
 							same = m == r
 						}
 						if !same {
-							t.Fatalf("policies %+v %+v\nstep %d (key %q at %d, %+v):\nmemory %v %+v\n redis %v %+v",
-								*ps[0], *ps[1], i, key, clock.Now().UnixMicro(), reqs, mok, md, rok, rd)
+							t.Fatalf("policies %+v %+v\nstep %d (at %d, %+v):\nmemory %v %+v\n redis %v %+v",
+								*ps[0], *ps[1], i, clock.Now().UnixMicro(), reqs, mok, md, rok, rd)
 						}
 					}
 				})
