@@ -214,7 +214,7 @@ func (l *Limiter) allowBatch(ctx context.Context, bs BatchStore, reqs []Request)
 	for i := range ds {
 		r := rs[i]
 		ds[i].Policy, ds[i].Cost = r.Policy, r.Cost
-		if r.Policy.LocalCache && !ds[i].Allowed {
+		if r.Policy.LocalCache && !ds[i].Allowed && !chargedBefore(rs[:i], r) {
 			l.denied.put(denyKey{r.Policy, r.Key}, ds[i], sent)
 		}
 		ds[i] = l.settle(ds[i])
@@ -222,6 +222,18 @@ func (l *Limiter) allowBatch(ctx context.Context, bs BatchStore, reqs []Request)
 	}
 	l.observeAll(start, ds, nil)
 	return ds, allowed
+}
+
+// chargedBefore reports whether one of earlier names r's state: r was then
+// denied under their charges, which the denial undid, so its denial says
+// nothing of what the store holds now (the deny cache must not keep it).
+func chargedBefore(earlier []Request, r Request) bool {
+	for _, e := range earlier {
+		if sameState(e, r) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *Limiter) observeAll(start time.Time, ds []Decision, err error) {

@@ -63,3 +63,24 @@ func TestDeniedSameKeyCheckLeavesKeysAsTheyWere(t *testing.T) {
 		})
 	}
 }
+
+// local_cache: the denial of a request seen under the charge of an earlier
+// request of its check on the same key is not remembered. That charge was
+// undone; the store grants the same cost alone, and so must the cache.
+func TestLocalCacheForgetsNoSameKeyDenial(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			store := newStore(t, b.client(), newPrefix(t), storetest.NewClock(storetest.Base).Now)
+			lim := newLimiterWith(t, store, 5*time.Second)
+			p := mustValidate(t, &limiter.Policy{Name: "cached", Algorithm: limiter.TokenBucket, Limit: 150, Period: time.Hour, LocalCache: true})
+			ds, ok := lim.AllowAll(ctx, []limiter.Request{{Policy: p, Key: "k", Cost: 100}, {Policy: p, Key: "k", Cost: 100}})
+			if ok || len(ds) != 2 || ds[1].Allowed || ds[0].Remaining != 150 {
+				t.Fatalf("100 + 100 on 150: %v %+v, want the second denied and 150 left", ok, ds)
+			}
+			if d := lim.Allow(ctx, p, "k", 100); !d.Allowed || d.Remaining != 50 {
+				t.Errorf("100 alone afterwards: %+v, want allowed with 50 left", d)
+			}
+		})
+	}
+}
