@@ -14,23 +14,28 @@
 local algs = {token_bucket, leaky_bucket, sliding_log, sliding_window, fixed_window}
 local now = clock(ARGV[1])
 local n = (#ARGV - 1) / 7
-local calls, replies, writes = {}, {}, {}
-local pending = {} -- key -> the write of an earlier grant still to be made on it
+local calls, replies, writes, done = {}, {}, {}, {}
+local pending = {} -- key -> the request whose writes on it are still to be made
 local saved, order = {}, {} -- key -> {DUMP, PTTL} before this script first wrote it
 
--- flush makes the pending write on key now, having saved the keys it writes.
-local function flush(key)
-  local w = pending[key]
-  if not w then return end
-  for _, k in ipairs(w.keys) do
-    if not saved[k] then
-      saved[k] = {redis.call('DUMP', k), redis.call('PTTL', k)}
-      order[#order + 1] = k
-    end
-    pending[k] = nil
+local function save(k)
+  if k and not saved[k] then
+    saved[k] = {redis.call('DUMP', k), redis.call('PTTL', k)}
+    order[#order + 1] = k
   end
-  w.done = true
-  w.f()
+end
+
+-- flush makes the pending writes on key now, having saved the keys they touch.
+local function flush(key)
+  local i = pending[key]
+  if not i then return end
+  local c = calls[i]
+  save(c.k1)
+  save(c.k2)
+  pending[c.k1] = nil
+  if c.k2 then pending[c.k2] = nil end
+  done[i] = true
+  writes[i]()
 end
 
 -- restore puts every saved key back as it was.
@@ -57,12 +62,10 @@ for i = 1, n do
   flush(c.k1)
   if c.k2 then flush(c.k2) end
   local r, w = c.f(c.k1, c.k2, now, c.per, c.limit, c.cap, tonumber(ARGV[b + 4]), false, '', c.offset)
-  calls[i], replies[i] = c, r
+  calls[i], replies[i], writes[i] = c, r, w
   if w then
-    local wr = {keys = {c.k1, c.k2}, f = w}
-    writes[#writes + 1] = wr
-    pending[c.k1] = wr
-    if c.k2 then pending[c.k2] = wr end
+    pending[c.k1] = i
+    if c.k2 then pending[c.k2] = i end
   end
   if r[1] == 0 and ARGV[b + 5] == '1' then denied = i break end
 end
@@ -79,8 +82,8 @@ if denied > 0 then
     end
   end
 else
-  for _, wr in ipairs(writes) do
-    if not wr.done then wr.f() end
+  for i = 1, n do
+    if writes[i] and not done[i] then writes[i]() end
   end
 end
 local out = {}
