@@ -76,7 +76,7 @@ if denied > 0 then
   for i = 1, denied - 1 do
     local c = calls[i]
     if replies[i][1] == 1 then -- granted, but not charged after all: its state as it stays
-      local delay = replies[i][5]
+      local delay = replies[i][5] -- the wait its take had, as an undo elsewhere keeps it
       replies[i] = c.f(c.k1, c.k2, now, c.per, c.limit, c.cap, 0, false, '', c.offset)
       replies[i][5] = delay
     end
