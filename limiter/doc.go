@@ -43,7 +43,9 @@
 // larger than the policy can ever grant sets [Decision.ExceedsCapacity] and
 // no RetryAfter: retrying cannot cure it. [Limiter.AllowAll] applies several
 // policies all or nothing, undoing earlier charges when a later policy
-// denies.
+// denies. They are applied in order, each seeing the charges before it: two
+// requests of 100 on one key of a 150 bucket are one granted and one denied
+// (then undone), in every store.
 //
 // A store that implements [BatchStore] charges all of a request's policies
 // in one step: redisstore sends them as one script (one round trip), all or

@@ -62,6 +62,32 @@ func TestLocalFallbackDecisionNamesTheLocalPolicy(t *testing.T) {
 	}
 }
 
+// on_store_error: local decides a check's requests in order on the local
+// store too: a key named twice sees its own charges, and a denial undoes
+// them all, each report telling the state that stays.
+func TestLocalFallbackSameKeyInOrder(t *testing.T) {
+	lim := newLimiter(t, failing{}, limiter.WithLocalFallback(memstore.New(nil), 1))
+	p := policy(t, limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 150, Period: time.Hour, OnStoreError: limiter.FailLocal})
+	tight := policy(t, limiter.Policy{Name: "tight", Algorithm: limiter.TokenBucket, Limit: 1, Period: time.Hour, OnStoreError: limiter.FailLocal})
+	ctx := context.Background()
+	ds, ok := lim.AllowAll(ctx, []limiter.Request{{Policy: p, Key: "k", Cost: 50}, {Policy: p, Key: "k", Cost: 50}, {Policy: tight, Key: "k", Cost: 5}})
+	if ok || len(ds) != 3 || ds[2].Allowed || ds[2].Outcome != limiter.ErrorLocal {
+		t.Fatalf("50 + 50 + a cost over capacity: %v %+v, want the third denied locally", ok, ds)
+	}
+	for i, d := range ds[:2] {
+		if !d.Allowed || d.Outcome != limiter.ErrorLocal || d.Remaining != 150 || d.Receipt.Cost != 0 {
+			t.Errorf("decision %d: %+v, want allowed locally, undone, 150 left", i, d)
+		}
+	}
+	ds, ok = lim.AllowAll(ctx, []limiter.Request{{Policy: p, Key: "k", Cost: 100}, {Policy: p, Key: "k", Cost: 100}})
+	if ok || len(ds) != 2 || ds[1].Allowed || ds[1].Remaining != 50 || ds[0].Remaining != 150 {
+		t.Fatalf("100 + 100 on 150: %v %+v, want the second denied with 50 left, the first undone", ok, ds)
+	}
+	if d := lim.Allow(ctx, p, "k", 150); !d.Allowed {
+		t.Errorf("150 alone afterwards: %+v, want allowed (nothing stayed charged)", d)
+	}
+}
+
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
 type syncBuffer struct {
 	mu sync.Mutex

@@ -214,7 +214,7 @@ func (l *Limiter) allowBatch(ctx context.Context, bs BatchStore, reqs []Request)
 	for i := range ds {
 		r := rs[i]
 		ds[i].Policy, ds[i].Cost = r.Policy, r.Cost
-		if r.Policy.LocalCache && !ds[i].Allowed {
+		if r.Policy.LocalCache && !ds[i].Allowed && !chargedBefore(rs[:i], r) {
 			l.denied.put(denyKey{r.Policy, r.Key}, ds[i], sent)
 		}
 		ds[i] = l.settle(ds[i])
@@ -222,6 +222,18 @@ func (l *Limiter) allowBatch(ctx context.Context, bs BatchStore, reqs []Request)
 	}
 	l.observeAll(start, ds, nil)
 	return ds, allowed
+}
+
+// chargedBefore reports whether one of earlier names r's state: r was then
+// denied under their charges, which the denial undid, so its denial says
+// nothing of what the store holds now (the deny cache must not keep it).
+func chargedBefore(earlier []Request, r Request) bool {
+	for _, e := range earlier {
+		if sameState(e, r) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *Limiter) observeAll(start time.Time, ds []Decision, err error) {
@@ -253,8 +265,14 @@ func costOf(rs []Request, p *Policy) int64 {
 	return 1
 }
 
-// undo gives back what the granted decisions charged, newest first.
+// undo gives back what the granted decisions charged, newest first, and
+// has each report the state the request leaves behind.
 func (l *Limiter) undo(ctx context.Context, reqs []Request, granted []Decision) {
+	var small [16]bool // a check seldom has more policies: no allocation
+	undone := small[:]
+	if len(granted) > len(small) {
+		undone = make([]bool, len(granted))
+	}
 	for i := len(granted) - 1; i >= 0; i-- {
 		d := granted[i]
 		if d.Receipt.Cost == 0 || d.Err != nil && d.Outcome != ErrorLocal {
@@ -278,7 +296,23 @@ func (l *Limiter) undo(ctx context.Context, reqs []Request, granted []Decision) 
 		// Report the state the request leaves behind: nothing charged.
 		granted[i].Remaining, granted[i].ResetAfter = after.Remaining, after.ResetAfter
 		granted[i].Receipt = Receipt{}
+		undone[i] = true
 	}
+	// Of the requests on one state, the oldest was undone last: its report
+	// is the state that stays, for all of them.
+	for j := range granted {
+		for i := j + 1; undone[j] && i < len(granted); i++ {
+			if undone[i] && sameState(reqs[i], reqs[j]) && (granted[i].Outcome == ErrorLocal) == (granted[j].Outcome == ErrorLocal) {
+				granted[i].Remaining, granted[i].ResetAfter = granted[j].Remaining, granted[j].ResetAfter
+			}
+		}
+	}
+}
+
+// sameState reports whether a and b charge one state: every store keys a
+// state by the policy's name and algorithm and the key.
+func sameState(a, b Request) bool {
+	return a.Key == b.Key && a.Policy.Name == b.Policy.Name && a.Policy.Algorithm == b.Policy.Algorithm
 }
 
 // Refund gives n units back to a bucket policy's key, never above capacity,

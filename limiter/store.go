@@ -27,10 +27,12 @@ type Store interface {
 type BatchStore interface {
 	Store
 	// TakeAll charges each request's cost to its key under its policy, all
-	// or nothing. It returns the decisions in order up to and including the
-	// first denial by an enforced policy (a shadow policy's denial denies
-	// nothing); then nothing is charged anywhere, and the decisions before
-	// the denial report their state uncharged (no Receipt). Policy, Cost and
+	// or nothing, in order: a request sees the charges of the ones before
+	// it (the same key named twice is charged twice). It returns the
+	// decisions in order up to and including the first denial by an
+	// enforced policy (a shadow policy's denial denies nothing); then
+	// nothing is charged anywhere, and the decisions before the denial
+	// report the state that stays, uncharged (no Receipt). Policy, Cost and
 	// Outcome are filled in by the Limiter.
 	TakeAll(ctx context.Context, reqs []Request) ([]Decision, error)
 }

@@ -19,6 +19,14 @@ func TestConformance(t *testing.T) {
 	}, storetest.Options{})
 }
 
+// Requests of one check on the same key, through the Limiter: policy by
+// policy, each seeing the charges before it, undone on a denial.
+func TestSameKeyChecks(t *testing.T) {
+	storetest.RunChecks(t, func(t *testing.T, clock func() time.Time) limiter.Store {
+		return memstore.New(&memstore.Options{Clock: clock})
+	})
+}
+
 // At the key cap a new key evicts the state with the least quota in use:
 // for the keys of one bucket policy, the one closest to full.
 func TestEvictsClosestToFullAtCap(t *testing.T) {

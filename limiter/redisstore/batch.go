@@ -88,8 +88,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []limiter.Request) ([]limiter.
 	if first < 0 && failed == nil {
 		return all, nil
 	}
-	// Give back what the groups that granted charged: none of it stands.
-	for i, d := range all {
+	// Give back what the groups that granted charged, newest first: none of
+	// it stands.
+	undone := make([]bool, len(reqs))
+	for i := len(all) - 1; i >= 0; i-- {
+		d := all[i]
 		if !decided[i] || d.Receipt.Cost == 0 {
 			continue
 		}
@@ -99,9 +102,19 @@ func (s *Store) TakeAll(ctx context.Context, reqs []limiter.Request) ([]limiter.
 			continue
 		}
 		all[i].Remaining, all[i].ResetAfter, all[i].Receipt = after.Remaining, after.ResetAfter, limiter.Receipt{}
+		undone[i] = true
 	}
 	if failed != nil {
 		return nil, failed
+	}
+	// Requests on one key share a slot and were undone newest first: the
+	// oldest one's state is the one that stays, for all of them.
+	for j := range all {
+		for i := j + 1; undone[j] && i < len(all); i++ {
+			if undone[i] && s.sameKey(reqs[i], reqs[j]) {
+				all[i].Remaining, all[i].ResetAfter = all[j].Remaining, all[j].ResetAfter
+			}
+		}
 	}
 	for i := range first {
 		if !decided[i] { // its group stopped at an earlier denial of its own
@@ -113,6 +126,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []limiter.Request) ([]limiter.
 		}
 	}
 	return all[:first+1], nil
+}
+
+// sameKey reports whether a and b charge the same Redis keys.
+func (s *Store) sameKey(a, b limiter.Request) bool {
+	return s.Keys(a.Policy, a.Key)[0] == s.Keys(b.Policy, b.Key)[0]
 }
 
 // takeGroup runs the multi-policy script for requests whose keys share a

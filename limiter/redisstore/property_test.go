@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/memstore"
+	"github.com/costgate/costgate/limiter/redisstore"
 	"github.com/costgate/costgate/limiter/storetest"
 )
 
@@ -21,6 +24,10 @@ import (
 // has already dropped states that its newer reading found full, while a Redis
 // key clamps only to its own last write (both are sound; the conformance
 // suite checks each store's clamping on its own).
+//
+// Keys are kept from expiring (holdKeys): a key's TTL runs on Redis's real
+// clock, and on a busy machine a step can take longer in real time than
+// the injected clock leaves a nearly full state to live.
 func TestMemoryAndRedisAgree(t *testing.T) {
 	ctx := context.Background()
 	client := standalone.Client(withTimeouts)
@@ -30,6 +37,7 @@ func TestMemoryAndRedisAgree(t *testing.T) {
 			clock := storetest.NewClock(storetest.Base.Add(time.Duration(rng.Int64N(int64(time.Hour)))))
 			mem := memstore.New(&memstore.Options{Clock: clock.Now})
 			red := newStore(t, client, newPrefix(t), clock.Now)
+			hold := holdKeys(t, client, red)
 
 			p := randomPolicy(rng)
 			mustValidate(t, &p)
@@ -72,8 +80,33 @@ func TestMemoryAndRedisAgree(t *testing.T) {
 				if md.Receipt.Cost > 0 {
 					receipts = append(receipts, md.Receipt)
 				}
+				hold([]*limiter.Policy{&p}, keys)
 			}
 		})
+	}
+}
+
+// holdKeys returns a function that removes the TTL of the keys of ps under
+// keys. A key expires only once its state is back to the initial one, so
+// keeping it changes no decision; what it spares the comparison is a key
+// gone early on Redis's real clock while the injected clock says its state
+// still counts.
+func holdKeys(t *testing.T, client redis.UniversalClient, s *redisstore.Store) func(ps []*limiter.Policy, keys []string) {
+	return func(ps []*limiter.Policy, keys []string) {
+		t.Helper()
+		_, err := client.Pipelined(context.Background(), func(pipe redis.Pipeliner) error {
+			for _, p := range ps {
+				for _, key := range keys {
+					for _, k := range s.Keys(p, key) {
+						pipe.Persist(context.Background(), k)
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -97,8 +130,12 @@ func randomPolicy(rng *rand.Rand) limiter.Policy {
 // Several policies per request: Limiter.AllowAll over Redis (one script, or
 // on a Cluster a script per slot and compensation) gives the decisions it
 // gives over the memory store, which charges policy by policy and undoes.
+// A check names policies and keys at random, the same one twice or more
+// too (also through a shadow twin of a policy, which shares its state), and
+// each request must see the charges of the ones before it.
 // Receipts of sliding_log are left out of the comparison: undoing a charge
 // there spends a sequence number that a script that never charged does not.
+// Keys are held from expiring, as in TestMemoryAndRedisAgree.
 func TestMemoryAndRedisAgreeOnBatches(t *testing.T) {
 	ctx := context.Background()
 	for _, b := range backends() {
@@ -113,7 +150,9 @@ func TestMemoryAndRedisAgreeOnBatches(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					red, err := limiter.New(newStore(t, client, newPrefix(t), clock.Now), quiet, limiter.WithTimeout(5*time.Second))
+					rs := newStore(t, client, newPrefix(t), clock.Now)
+					hold := holdKeys(t, client, rs)
+					red, err := limiter.New(rs, quiet, limiter.WithTimeout(5*time.Second))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -128,17 +167,23 @@ func TestMemoryAndRedisAgreeOnBatches(t *testing.T) {
 						ps = append(ps, &p)
 					}
 					var minPeriod time.Duration = time.Hour
+					pool := ps
 					for _, p := range ps {
 						minPeriod = min(minPeriod, p.Period)
+						if rng.IntN(3) == 0 {
+							twin := *p
+							twin.Mode = limiter.Shadow
+							pool = append(pool, &twin)
+						}
 					}
 					for i := range 200 {
 						if rng.IntN(3) > 0 {
 							clock.Advance(time.Duration(rng.Int64N(int64(minPeriod/3))) + time.Duration(rng.IntN(3))*time.Microsecond)
 						}
-						key := []string{"a", "b"}[rng.IntN(2)]
-						reqs := make([]limiter.Request, len(ps))
-						for j, p := range ps {
-							reqs[j] = limiter.Request{Policy: p, Key: key, Cost: 1 + rng.Int64N(p.Capacity()/2+1)}
+						reqs := make([]limiter.Request, 2+rng.IntN(3))
+						for j := range reqs {
+							p := pool[rng.IntN(len(pool))]
+							reqs[j] = limiter.Request{Policy: p, Key: []string{"a", "b"}[rng.IntN(2)], Cost: 1 + rng.Int64N(p.Capacity()/2+1)}
 						}
 						md, mok := mem.AllowAll(ctx, reqs)
 						rd, rok := red.AllowAll(ctx, reqs)
@@ -152,9 +197,10 @@ func TestMemoryAndRedisAgreeOnBatches(t *testing.T) {
 							same = m == r
 						}
 						if !same {
-							t.Fatalf("policies %+v %+v\nstep %d (key %q at %d, %+v):\nmemory %v %+v\n redis %v %+v",
-								*ps[0], *ps[1], i, key, clock.Now().UnixMicro(), reqs, mok, md, rok, rd)
+							t.Fatalf("policies %+v %+v\nstep %d (at %d, %+v):\nmemory %v %+v\n redis %v %+v",
+								*ps[0], *ps[1], i, clock.Now().UnixMicro(), reqs, mok, md, rok, rd)
 						}
+						hold(ps, []string{"a", "b"})
 					}
 				})
 			}

@@ -33,7 +33,10 @@
 //
 // [Store.TakeAll] (limiter.BatchStore) applies all of a request's policies in
 // one script, all or nothing inside it: one round trip however many
-// policies. On a Cluster each slot's policies go in their own script, the
+// policies. They are applied in order: a request on a key an earlier one
+// charged sees that charge (the script makes it first, and on a denial puts
+// the key back as it was, DUMP and RESTORE). On a Cluster each slot's
+// policies go in their own script (one key's requests share a slot), the
 // scripts in parallel, and charges are undone across slots only when one
 // denies.
 //

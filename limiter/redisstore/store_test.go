@@ -58,6 +58,20 @@ func TestBatchConformance(t *testing.T) {
 	}
 }
 
+// Requests of one check on the same key, through the Limiter: one script
+// on standalone, a script per slot on a Cluster, each request seeing the
+// charges of the ones before it.
+func TestSameKeyChecks(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			client := b.client()
+			storetest.RunChecks(t, func(t *testing.T, clock func() time.Time) limiter.Store {
+				return newStore(t, client, newPrefix(t), clock)
+			})
+		})
+	}
+}
+
 func TestKeysShareOneHashSlot(t *testing.T) {
 	s := newStore(t, cluster.Client(withClusterTimeouts), "rl:", nil)
 	p := &limiter.Policy{Name: "login_user", Algorithm: limiter.SlidingLog, Limit: 10, Period: time.Minute}
