@@ -230,7 +230,7 @@ func TestProxyUpstreamFailure(t *testing.T) {
 	must(t, r.Res.Extensions.Cost.RequestedQueryCost == 11, "requested %d", r.Res.Extensions.Cost.RequestedQueryCost)
 	must(t, e.available(t) == before-1, "bucket %d, want %d − 1 (all but 1 refunded)", e.available(t), before)
 
-	// An upstream that hangs: the timeout ends the wait, with the same answer.
+	// An upstream that hangs: the timeout ends the wait, with 504.
 	stop := make(chan struct{})
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -243,7 +243,7 @@ func TestProxyUpstreamFailure(t *testing.T) {
 		hang.Close()
 	})
 	e = newProxyEnv(t, hang.URL)
-	if r := e.post(t, `{ __typename }`, nil, nil); r.Status != http.StatusBadGateway || r.Code() != gqllimit.CodeUpstreamError {
+	if r := e.post(t, `{ __typename }`, nil, nil); r.Status != http.StatusGatewayTimeout || r.Code() != gqllimit.CodeUpstreamTimeout {
 		t.Errorf("hung upstream: %d %s", r.Status, r.Body)
 	}
 }
