@@ -75,9 +75,31 @@ func (o *replyWriter) Write(b []byte) {
 	}
 }
 
-func (o *replyWriter) putByte(c byte) { o.Write([]byte{c}) }
+func (o *replyWriter) putByte(c byte) {
+	if o == nil || o.err != nil {
+		return
+	}
+	if o.committed {
+		if err := o.out.WriteByte(c); err != nil {
+			o.err = err
+		}
+		return
+	}
+	o.Write([]byte{c})
+}
 
-func (o *replyWriter) WriteString(s string) { o.Write([]byte(s)) }
+func (o *replyWriter) WriteString(s string) {
+	if o == nil || o.err != nil {
+		return
+	}
+	if o.committed {
+		if _, err := o.out.WriteString(s); err != nil {
+			o.err = err
+		}
+		return
+	}
+	o.Write([]byte(s))
+}
 
 // commit writes the status (200) and headers, and what is pending; length
 // is the body's whole length when known (else -1).
@@ -147,6 +169,7 @@ func (s *scanner) fail(what string) error {
 // fill makes n bytes available unless the reply ends first; it reports
 // whether they are.
 func (s *scanner) fill(n int) bool {
+	n = min(n, len(s.buf))
 	for s.n-s.r < n && !s.eof && s.err == nil {
 		for _, w := range s.watch {
 			if w.err != nil {
@@ -400,7 +423,8 @@ func (s *scanner) escape(out *replyWriter) error {
 	default:
 		return s.fail("a bad escape in a string")
 	}
-	s.keep([]byte{decoded})
+	one := [1]byte{decoded}
+	s.keep(one[:])
 	out.Write(s.buf[s.r : s.r+2])
 	s.r += 2
 	return nil
