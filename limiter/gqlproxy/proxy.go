@@ -274,7 +274,7 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, prep *prepared, op
 }
 
 // send forwards the operation and returns the upstream's answer once its
-// status says it is a GraphQL response (2xx, JSON).
+// status says it may be a GraphQL response (see check).
 func (p *proxy) send(ctx context.Context, r *http.Request, body request) (*http.Response, error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
