@@ -133,6 +133,9 @@ func TestActual(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("actual = %d, want %d", got, tc.want)
 			}
+			if got, err := streamActual(s, op, tc.vars, []byte(tc.data)); err != nil || got != tc.want {
+				t.Errorf("streamed = %d, %v; want %d", got, err, tc.want)
+			}
 			var data map[string]any
 			if err := json.Unmarshal([]byte(tc.data), &data); err != nil {
 				t.Fatal(err)
@@ -150,6 +153,9 @@ func TestActualNullData(t *testing.T) {
 	for _, data := range []string{"null", ""} {
 		if got, err := s.ActualJSON(op, nil, []byte(data)); err != nil || got != 0 {
 			t.Errorf("ActualJSON(%q) = %d, %v; want 0", data, got, err)
+		}
+		if got, err := streamActual(s, op, nil, []byte(data)); err != nil || got != 0 {
+			t.Errorf("streamed %q = %d, %v; want 0", data, got, err)
 		}
 	}
 	if _, err := s.ActualJSON(op, nil, []byte(`{"product":`)); err == nil {
@@ -169,5 +175,9 @@ func TestActualFanOut(t *testing.T) {
 	// Each of the 2^30 leaf copies sees the one variant: 1 + (1 + 2^30 × 1).
 	if want := int64(2 + 1<<30); err != nil || got != want {
 		t.Errorf("Actual = %d, %v; want %d", got, err, want)
+	}
+	raw, _ := json.Marshal(data)
+	if got, err := streamActual(s, op, nil, raw); err != nil || got != 2+1<<30 {
+		t.Errorf("streamed = %d, %v; want %d", got, err, 2+1<<30)
 	}
 }

@@ -96,6 +96,11 @@ func FuzzAnalyze(f *testing.F) {
 			if actual < 0 || actual > complexity.MaxCost {
 				t.Fatalf("actual %d out of range", actual)
 			}
+			// Streamed, the same response costs the same (a map has no repeated keys).
+			raw, _ := json.Marshal(vars)
+			if streamed, err := streamActual(schema, op, vars, raw); err != nil || streamed != actual {
+				t.Fatalf("streamed %d, %v; Actual %d", streamed, err, actual)
+			}
 		}
 		if d := time.Since(start); d > 2*time.Second {
 			t.Fatalf("took %v", d)

@@ -94,4 +94,7 @@ func TestInputObjectCostActual(t *testing.T) {
 	if err != nil || got != 3 {
 		t.Errorf("ActualJSON = %d, %v; want 3", got, err)
 	}
+	if got, err := streamActual(s, doc.Operations[0], nil, []byte(`{"find":[{"id":"1"}]}`)); err != nil || got != 3 {
+		t.Errorf("streamed = %d, %v; want 3", got, err)
+	}
 }

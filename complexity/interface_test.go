@@ -124,6 +124,9 @@ func TestInterfaceFieldDirectivesActual(t *testing.T) {
 			if err != nil || got != tc.want {
 				t.Errorf("ActualJSON = %d, %v; want %d", got, err, tc.want)
 			}
+			if got, err := streamActual(s, doc.Operations[0], nil, []byte(tc.data)); err != nil || got != tc.want {
+				t.Errorf("streamed = %d, %v; want %d", got, err, tc.want)
+			}
 		})
 	}
 }

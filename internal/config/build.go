@@ -8,6 +8,7 @@ import (
 	"github.com/costgate/costgate/internal/check"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
+	"github.com/costgate/costgate/limiter/gqlproxy"
 	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 )
@@ -133,6 +134,13 @@ func (c *Config) ConnsPerIP() int {
 		return DefaultMaxConnsPerIP
 	}
 	return c.Server.MaxConnsPerIP
+}
+
+// ProxyConfig is the graphql section as the proxy's configuration; the
+// caller sets Limiter and Logger.
+func (c *Config) ProxyConfig() gqlproxy.Config {
+	g := c.GraphQL
+	return gqlproxy.Config{Upstream: g.Upstream, Timeout: g.UpstreamTimeout, StripAPIKey: !g.ForwardAPIKey, MaxResponseBytes: g.MaxResponseBytes}
 }
 
 // ProxyMode reports whether GraphQL is served by proxying an upstream.

@@ -23,6 +23,7 @@ import (
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
+	"github.com/costgate/costgate/limiter/gqlproxy"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/memstore"
 	"github.com/costgate/costgate/limiter/redisstore"
@@ -75,6 +76,9 @@ graphql:
   refund: true
   input_object_cost: 0  # weight of each input object value in the arguments (Apollo and IBM count 1)
   persisted_queries: true # Automatic Persisted Queries: clients may send a registered query's sha256 alone
+  # upstream_timeout: 20s  # proxy mode: below the 30 s write deadline, so a client gets 504, never an empty reply
+  # forward_api_key: true
+  # max_response_bytes: 0  # 0: replies are streamed, memory bounded either way
 # cors: {allowed_origins: []}   # browser clients; rate-limit headers are exposed to them
 `
 
@@ -84,6 +88,9 @@ const DemoName = "built-in demo config"
 // Defaults the server itself owns; every other default is the library's.
 const (
 	DefaultListen = ":8080"
+	// WriteTimeout is the server's write deadline: the whole answer must be
+	// written within it (graphql.upstream_timeout is below it).
+	WriteTimeout = 30 * time.Second
 	// DefaultMaxConnsPerIP bounds the connections one client address holds.
 	DefaultMaxConnsPerIP = 64
 	// MinHashKeyLen is the shortest identity.hash_key accepted.
@@ -240,6 +247,15 @@ type GraphQLConfig struct {
 	// PersistedQueries serves Automatic Persisted Queries (Apollo's
 	// extensions.persistedQuery protocol), embedded and in proxy mode.
 	PersistedQueries bool `yaml:"persisted_queries"`
+	// UpstreamTimeout bounds one call to the upstream in proxy mode, to its
+	// reply's last byte (default 20s). It must be below the server's write
+	// deadline (WriteTimeout), so that a client gets 504, not an empty reply.
+	UpstreamTimeout time.Duration `yaml:"upstream_timeout"`
+	// ForwardAPIKey forwards the API-key header to the upstream (default true).
+	ForwardAPIKey bool `yaml:"forward_api_key"`
+	// MaxResponseBytes bounds the upstream's reply (0: no bound, the reply
+	// is streamed); a reply over it is 502 UPSTREAM_ERROR.
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 }
 
 // GatewayConfig configures /v1/check.
@@ -457,6 +473,8 @@ func defaults() *Config {
 			MaxBodyBytes:      gqllimit.DefaultMaxBodyBytes,
 			Refund:            true,
 			PersistedQueries:  true,
+			UpstreamTimeout:   gqlproxy.DefaultTimeout,
+			ForwardAPIKey:     true,
 		},
 	}
 }

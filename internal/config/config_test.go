@@ -75,6 +75,7 @@ func TestDemoConfig(t *testing.T) {
 		Path: "/graphql", Policy: "graphql", Mode: "enforce", MaxCost: 1000, DefaultListSize: 10,
 		MutationCost: 10, Introspection: true, IntrospectionCost: 1, MaxDepth: 15, MaxAliases: 30,
 		MaxFields: 1000, MaxTokens: 15000, MaxBodyBytes: 1048576, Refund: true, PersistedQueries: true,
+		UpstreamTimeout: 20 * time.Second, ForwardAPIKey: true,
 	}
 	if got := c.GraphQL; got != wantGraphQL {
 		t.Errorf("graphql = %+v, want %+v", got, wantGraphQL)
@@ -499,6 +500,10 @@ var badConfigs = []struct {
 	{"graphql negative mutation_cost", "graphql: {mutation_cost: -10}\n", "bad.yaml:1: graphql.mutation_cost: must not be negative, got -10", ""},
 	{"schema without upstream", "graphql:\n  schema: upstream.graphql\n", "bad.yaml:1: graphql.upstream: required with graphql.schema", ""},
 	{"upstream without schema", "graphql:\n  upstream: http://localhost:4000/graphql\n", "bad.yaml:1: graphql.schema: required with graphql.upstream", ""},
+	// A client waiting on an upstream past the write deadline would get an empty reply.
+	{"upstream timeout at the write deadline", gqlPolicy + "graphql: {upstream_timeout: 30s}\n", "bad.yaml:3: graphql.upstream_timeout: must be below the server's write deadline (30s), got 30s", ""},
+	{"upstream timeout zero", gqlPolicy + "graphql: {upstream_timeout: 0s}\n", "graphql.upstream_timeout: must be positive", ""},
+	{"negative max response bytes", gqlPolicy + "graphql: {max_response_bytes: -1}\n", "bad.yaml:3: graphql.max_response_bytes: must not be negative", ""},
 	{"upstream not http", "graphql:\n  schema: s.graphql\n  upstream: ftp://host/graphql\n",
 		"bad.yaml:3: graphql.upstream: want an http:// or https:// URL with a host", ""},
 	{"graphql path", "graphql:\n  path: graphql\n", `bad.yaml:2: graphql.path: want a plain path such as /graphql, got "graphql"`, ""},
@@ -542,6 +547,15 @@ func TestParseConfigAccepts(t *testing.T) {
 				"graphql.max_tokens: 0 takes the default, 15000 (there is no way to turn it off)"}
 			if got := c.Warnings(); !slices.Equal(got, want) {
 				t.Errorf("Warnings() = %q, want %q", got, want)
+			}
+		}},
+		{"proxy settings", gqlPolicy + "graphql: {upstream_timeout: 5s, forward_api_key: false, max_response_bytes: 1048576}\n", func(t *testing.T, c *Config) {
+			pc := c.ProxyConfig()
+			if pc.Timeout != 5*time.Second || !pc.StripAPIKey || pc.MaxResponseBytes != 1<<20 {
+				t.Errorf("ProxyConfig() = %+v, want a 5s timeout, the API key stripped, 1 MiB", pc)
+			}
+			if d := Demo().ProxyConfig(); d.Timeout != 20*time.Second || d.StripAPIKey || d.MaxResponseBytes != 0 {
+				t.Errorf("default ProxyConfig() = %+v, want 20s, the API key forwarded, no bound", d)
 			}
 		}},
 		{"null redis is the memory store", "store:\n  redis:\n" + noGraphQL, func(t *testing.T, c *Config) {

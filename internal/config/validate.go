@@ -380,6 +380,15 @@ func (v *validator) graphql() {
 	case g.Schema == "" && g.Upstream != "":
 		v.fail("graphql.schema", "required with graphql.upstream (proxy mode needs both)")
 	}
+	switch {
+	case g.UpstreamTimeout <= 0:
+		v.fail("graphql.upstream_timeout", "must be positive, got %s", g.UpstreamTimeout)
+	case g.UpstreamTimeout >= WriteTimeout:
+		v.fail("graphql.upstream_timeout", "must be below the server's write deadline (%s), got %s: a client would get an empty reply instead of 504 UPSTREAM_TIMEOUT", WriteTimeout, g.UpstreamTimeout)
+	}
+	if g.MaxResponseBytes < 0 {
+		v.fail("graphql.max_response_bytes", "must not be negative (0: no bound, replies are streamed), got %d", g.MaxResponseBytes)
+	}
 	if g.Upstream != "" {
 		u, err := url.Parse(g.Upstream)
 		switch {

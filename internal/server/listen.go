@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/limiter/redisstore"
 )
 
@@ -18,7 +19,7 @@ import (
 const (
 	ReadHeaderTimeout = 10 * time.Second
 	ReadTimeout       = 30 * time.Second
-	WriteTimeout      = 30 * time.Second
+	WriteTimeout      = config.WriteTimeout
 	IdleTimeout       = 120 * time.Second
 )
 

@@ -262,7 +262,9 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 		if err != nil {
 			return nil, err
 		}
-		return gqlproxy.New(gqlproxy.Config{Limiter: gl, Upstream: cfg.GraphQL.Upstream, Logger: s.logger})
+		pc := cfg.ProxyConfig()
+		pc.Limiter, pc.Logger = gl, s.logger
+		return gqlproxy.New(pc)
 	}
 	gl, err := gqllimit.New(gcfg)
 	if err != nil {

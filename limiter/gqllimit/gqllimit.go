@@ -489,28 +489,7 @@ func (l *Limiter) finish(ctx context.Context, st *state, op *ast.OperationDefini
 		return
 	}
 	actual, err := l.pricing().ActualJSON(op, vars, data)
-	if err != nil {
-		l.cfg.Logger.Warn("costgate: actual cost", "err", err)
-		actual = st.stats.Requested // no refund on doubt
-	}
-	st.stats.Actual = &actual
-	if l.cfg.OnCost != nil {
-		l.cfg.OnCost("actual", actual)
-	}
-	// Every operation costs at least 1, whatever it returned.
-	refund := st.stats.Requested - max(actual, 1)
-	if l.cfg.NoRefund || !st.stats.Charged || refund <= 0 {
-		return
-	}
-	p, key := l.bucket(st)
-	d, err := l.cfg.Limiter.Refund(ctx, p, key, refund)
-	if err != nil {
-		l.cfg.Logger.Warn("costgate: refund", "policy", p.Name, "err", err)
-		return
-	}
-	st.stats.Remaining = d.Remaining
-	st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
-	st.decision.Remaining, st.decision.ResetAfter = d.Remaining, d.ResetAfter
+	l.settle(ctx, st, actual, err)
 }
 
 // headerTrue reports a request header set to 1 or true.

@@ -9,11 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/vektah/gqlparser/v2/ast"
@@ -31,11 +29,10 @@ import (
 // types returned. It is removed from the reply.
 const typenameAlias = "__costgate_typename"
 
-// DefaultTimeout bounds an upstream call unless Config.Timeout says otherwise.
-const DefaultTimeout = 30 * time.Second
-
-// maxUpstreamBody bounds the upstream reply read into memory.
-const maxUpstreamBody = 64 << 20
+// DefaultTimeout bounds an upstream call unless Config.Timeout says
+// otherwise: below the 30 s write deadline of costgate's server, so that a
+// client whose upstream does not answer gets a 504, not an empty reply.
+const DefaultTimeout = 20 * time.Second
 
 // Config configures the proxy. Limiter and Upstream are required.
 type Config struct {
@@ -44,10 +41,23 @@ type Config struct {
 	Limiter *gqllimit.Limiter
 	// Upstream is the GraphQL endpoint operations are forwarded to.
 	Upstream string
-	// Client sends them (default: a client with Timeout).
+	// Client sends them (default: a client that follows no redirect). A
+	// redirect is an upstream failure: following one would send the
+	// caller's headers, API key among them, somewhere else.
 	Client *http.Client
-	// Timeout bounds one upstream call (default 30s).
+	// Timeout bounds one upstream call, from sending the operation to the
+	// reply's last byte (default DefaultTimeout). Keep it below the write
+	// deadline of the server the proxy runs in: a call that times out before
+	// the client got a byte is answered 504 UPSTREAM_TIMEOUT.
 	Timeout time.Duration
+	// StripAPIKey drops the API-key header (the Limiter's identity's) from
+	// the request forwarded; by default it is forwarded.
+	StripAPIKey bool
+	// MaxResponseBytes bounds the upstream's reply (0: no bound). A reply
+	// over it is UPSTREAM_ERROR (502). With a bound, a reply is read whole
+	// (up to the bound) before the client gets a byte; without one, it is
+	// streamed to the client as it is read, once its first 64 KiB are.
+	MaxResponseBytes int64
 	// Logger gets the upstream's failures, which clients never see in
 	// detail (default: the Limiter's).
 	Logger *slog.Logger
@@ -73,6 +83,9 @@ func (c *Config) Validate() error {
 	if c.Timeout < 0 {
 		fail("Timeout", "must not be negative, got %s", c.Timeout)
 	}
+	if c.MaxResponseBytes < 0 {
+		fail("MaxResponseBytes", "must not be negative (0: no bound), got %d", c.MaxResponseBytes)
+	}
 	return errors.Join(errs...)
 }
 
@@ -85,10 +98,17 @@ func (c *Config) Validate() error {
 // again: that is kept with the document in gqllimit's cache. The upstream
 // always gets the query in full, never the persistedQuery extension.
 // rateLimit(dryRun: true) is answered by the proxy (gqllimit.DryRunData).
-// Anything but a GraphQL response from the upstream (no answer, a timeout,
-// not JSON, data that is not an object, errors that are not objects,
-// neither data nor errors) answers UPSTREAM_ERROR (502) with a generic
-// message, the detail logged, and all but 1 of the charge refunded.
+// The reply is streamed to the client while its actual cost is counted
+// (complexity.ActualCounter): the memory a reply costs is bounded by the
+// operation, not by the reply. Anything but a 2xx GraphQL response from the
+// upstream (no answer, another status, redirects included, not JSON, data
+// that is not an object, errors that are not objects, neither data nor
+// errors) answers UPSTREAM_ERROR (502), and no answer within Timeout
+// UPSTREAM_TIMEOUT (504), with a generic message, the detail logged, all but
+// 1 of the charge refunded and actualQueryCost saying so. A reply found
+// malformed (or cut off) after the client got its first bytes cannot be
+// answered so: the connection is closed, the body unfinished, so that the
+// client never takes it for a complete response; nothing is refunded.
 func New(cfg Config) (http.Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gqlproxy: %w", err)
@@ -98,7 +118,6 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{
-			Timeout: cfg.Timeout,
 			// A GraphQL endpoint does not redirect; following one would send
 			// the caller's headers (API keys among them) somewhere else.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -203,28 +222,125 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	reply, err := p.forward(r, request{Query: prep.query, OperationName: pr.OperationName, Variables: pr.Variables, Extensions: forwardedExtensions(pr.Extensions)})
+	p.relay(w, r, prep, op, vars, request{Query: prep.query, OperationName: pr.OperationName, Variables: pr.Variables, Extensions: forwardedExtensions(pr.Extensions)})
+}
+
+// relay forwards an admitted operation and streams the upstream's reply to
+// the client, counting its actual cost.
+func (p *proxy) relay(w http.ResponseWriter, r *http.Request, prep *prepared, op *ast.OperationDefinition, vars map[string]any, body request) {
+	ctx := r.Context()
+	upstream, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	res, err := p.send(upstream, r, body)
 	if err != nil {
-		p.lim.Finish(ctx, op, vars, nil) // no data: all but 1 refunded
-		// The upstream's address and error text are for the operator, not the client.
-		p.cfg.Logger.Warn("costgate: upstream failed", "upstream", p.cfg.Upstream, "err", err)
-		gqllimit.WriteError(ctx, w, rejection(http.StatusBadGateway, gqllimit.CodeUpstreamError, "the upstream GraphQL service failed; retry later"))
+		p.failed(ctx, upstream, w, err)
 		return
 	}
-	p.lim.Finish(ctx, op, vars, reply.Data)
+	defer res.Body.Close()
+	count, err := p.lim.ActualCounter(op, vars)
+	if err != nil {
+		p.failed(ctx, upstream, w, err)
+		return
+	}
+	out := &replyWriter{w: w, commitAt: commitAt}
+	if p.cfg.MaxResponseBytes > 0 {
+		out.commitAt = 0 // held whole, up to the bound: an answer over it is a clean 502
+	}
+	ext := &replyWriter{max: maxExtensions}
+	sc := newScanner(res.Body, p.cfg.MaxResponseBytes)
+	sc.watch = []*replyWriter{out, ext}
 	if prep.added {
-		reply.Data = stripTypenames(reply.Data)
+		sc.strip = typenameAlias
 	}
-	ext := reply.Extensions
-	if ext == nil {
-		ext = map[string]any{}
+	if _, err := sc.envelope(out, count, ext); err != nil {
+		if !out.committed {
+			p.failed(ctx, upstream, w, fmt.Errorf("status %d: %w", res.StatusCode, err))
+			return
+		}
+		// The client has the beginning of a 200: end the connection with the
+		// body unfinished, never a complete answer made of a broken reply.
+		p.lim.FinishCost(ctx, 0, err)
+		if ctx.Err() == nil {
+			p.cfg.Logger.Warn("costgate: upstream reply failed after the client got its first bytes; connection closed", "upstream", p.cfg.Upstream, "err", p.explain(upstream, err))
+		}
+		panic(http.ErrAbortHandler)
 	}
-	ext["cost"] = gqllimit.CostOf(ctx)
-	res := gqllimit.Response{Data: reply.Data, Extensions: ext}
-	for _, e := range reply.Errors {
-		res.Errors = append(res.Errors, e)
+	actual, err := count.Cost()
+	p.lim.FinishCost(ctx, actual, err)
+	closeAnswer(out, ext, gqllimit.CostOf(ctx))
+	if err := out.close(); err != nil {
+		p.cfg.Logger.Debug("costgate: writing the answer", "err", err)
 	}
-	gqllimit.WriteResponse(w, http.StatusOK, res)
+}
+
+// send forwards the operation and returns the upstream's answer once its
+// status says it may be a GraphQL response (see check).
+func (p *proxy) send(ctx context.Context, r *http.Request, body request) (*http.Response, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.Upstream, bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = upstreamHeader(r, p.lim.Config().Identity.APIKeyHeader(), p.cfg.StripAPIKey)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	res, err := p.cfg.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.check(res); err != nil {
+		res.Body.Close()
+		return nil, err
+	}
+	return res, nil
+}
+
+// check refuses an answer that is not a GraphQL response by its status:
+// other than 2xx (a redirect, or a GraphQL-over-HTTP 4xx, whatever its
+// body), or longer than the bound. Its body decides the rest (its
+// Content-Type is not read: upstreams label JSON in many ways).
+func (p *proxy) check(res *http.Response) error {
+	switch {
+	case res.StatusCode >= 300 && res.StatusCode < 400:
+		return fmt.Errorf("status %d, a redirect to %q (never followed)", res.StatusCode, res.Header.Get("Location"))
+	case res.StatusCode < 200 || res.StatusCode > 299:
+		return fmt.Errorf("status %d", res.StatusCode)
+	case p.cfg.MaxResponseBytes > 0 && res.ContentLength > p.cfg.MaxResponseBytes:
+		return fmt.Errorf("status %d, Content-Length %d: %w (%d bytes)", res.StatusCode, res.ContentLength, errReplyTooLarge, p.cfg.MaxResponseBytes)
+	}
+	return nil
+}
+
+// failed answers an operation whose upstream failed before the client got a
+// byte: 504 when it did not answer in time, else 502, the detail logged.
+// All but 1 of the charge is refunded.
+func (p *proxy) failed(ctx, upstream context.Context, w http.ResponseWriter, err error) {
+	p.lim.FinishFailed(ctx)
+	if ctx.Err() != nil {
+		return // the client has gone: nobody to answer
+	}
+	err = p.explain(upstream, err)
+	// The upstream's address and error text are for the operator, not the client.
+	p.cfg.Logger.Warn("costgate: upstream failed", "upstream", p.cfg.Upstream, "err", err)
+	if errors.Is(err, errUpstreamTimeout) {
+		gqllimit.WriteError(ctx, w, rejection(http.StatusGatewayTimeout, gqllimit.CodeUpstreamTimeout, "the upstream GraphQL service did not answer in time; retry later"))
+		return
+	}
+	gqllimit.WriteError(ctx, w, rejection(http.StatusBadGateway, gqllimit.CodeUpstreamError, "the upstream GraphQL service failed; retry later"))
+}
+
+var errUpstreamTimeout = errors.New("no answer within graphql.upstream_timeout")
+
+// explain names a timeout as such: a read cut by the call's deadline fails
+// with whatever error the transport chose.
+func (p *proxy) explain(upstream context.Context, err error) error {
+	if errors.Is(upstream.Err(), context.DeadlineExceeded) && !errors.Is(err, errUpstreamTimeout) {
+		return fmt.Errorf("%w (%s): %w", errUpstreamTimeout, p.cfg.Timeout, err)
+	}
+	return err
 }
 
 // forwardedExtensions are the request's extensions less persistedQuery: the
@@ -255,72 +371,6 @@ func forwardedExtensions(ext json.RawMessage) json.RawMessage {
 func rejection(status int, code, msg string) *gqllimit.Error {
 	return &gqllimit.Error{Status: status, Code: code, Message: msg}
 }
-
-type upstreamReply struct {
-	Errors     []*rawError
-	Data       json.RawMessage
-	Extensions map[string]any
-}
-
-func (p *proxy) forward(r *http.Request, body request) (*upstreamReply, error) {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.cfg.Upstream, bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	for k, vs := range r.Header {
-		switch http.CanonicalHeaderKey(k) {
-		case "Content-Length", "Content-Type", "Accept-Encoding", "Connection", "Keep-Alive", "Te", "Trailer",
-			"Transfer-Encoding", "Upgrade", "Proxy-Authorization", "Host":
-			continue
-		}
-		if strings.HasPrefix(strings.ToLower(k), "costgate-") {
-			continue
-		}
-		req.Header[k] = vs
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	res, err := p.cfg.Client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, maxUpstreamBody))
-	if err != nil {
-		return nil, fmt.Errorf("reading the reply: %w", err)
-	}
-	var reply upstreamReply
-	if err := json.Unmarshal(data, &reply); err != nil {
-		return nil, fmt.Errorf("status %d, not a GraphQL response", res.StatusCode)
-	}
-	reply.Data = bytes.TrimSpace(reply.Data)
-	if len(reply.Data) == 0 || bytes.Equal(reply.Data, []byte("null")) {
-		reply.Data = json.RawMessage("null")
-		if len(reply.Errors) == 0 {
-			return nil, fmt.Errorf("status %d, neither data nor errors", res.StatusCode)
-		}
-	} else if reply.Data[0] != '{' {
-		return nil, fmt.Errorf("status %d, data is not an object", res.StatusCode)
-	}
-	for _, e := range reply.Errors {
-		if e == nil {
-			return nil, fmt.Errorf("status %d, a null error", res.StatusCode)
-		}
-		if t := bytes.TrimSpace(*e); len(t) == 0 || t[0] != '{' {
-			return nil, fmt.Errorf("status %d, an error that is not an object", res.StatusCode)
-		}
-	}
-	return &reply, nil
-}
-
-// rawError keeps an upstream error as the upstream wrote it.
-type rawError = json.RawMessage
 
 // addTypenames asks for __typename (under typenameAlias) in every selection
 // set of an abstract type, in the operations and fragments of doc, which
@@ -356,82 +406,4 @@ func addTypenames(doc *ast.QueryDocument, schema *ast.Schema) bool {
 		f.SelectionSet = walk(f.SelectionSet, f.TypeCondition)
 	}
 	return added
-}
-
-// stripTypenames removes typenameAlias members from a JSON value, keeping
-// the order of every other member (GraphQL responses are ordered).
-func stripTypenames(data json.RawMessage) json.RawMessage {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var out bytes.Buffer
-	if err := copyStripped(dec, &out); err != nil {
-		return data
-	}
-	return out.Bytes()
-}
-
-func copyStripped(dec *json.Decoder, out *bytes.Buffer) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			out.WriteByte('{')
-			first := true
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return err
-				}
-				key, _ := kt.(string)
-				if key == typenameAlias {
-					var skip json.RawMessage
-					if err := dec.Decode(&skip); err != nil {
-						return err
-					}
-					continue
-				}
-				if !first {
-					out.WriteByte(',')
-				}
-				first = false
-				kb, _ := json.Marshal(key)
-				out.Write(kb)
-				out.WriteByte(':')
-				if err := copyStripped(dec, out); err != nil {
-					return err
-				}
-			}
-			if _, err := dec.Token(); err != nil { // '}'
-				return err
-			}
-			out.WriteByte('}')
-		case '[':
-			out.WriteByte('[')
-			for i := 0; dec.More(); i++ {
-				if i > 0 {
-					out.WriteByte(',')
-				}
-				if err := copyStripped(dec, out); err != nil {
-					return err
-				}
-			}
-			if _, err := dec.Token(); err != nil { // ']'
-				return err
-			}
-			out.WriteByte(']')
-		}
-	case nil:
-		out.WriteString("null")
-	default:
-		b, err := json.Marshal(t)
-		if err != nil {
-			return err
-		}
-		out.Write(b)
-	}
-	return nil
 }

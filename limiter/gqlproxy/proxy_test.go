@@ -118,6 +118,17 @@ func (e *env) available(t *testing.T) int64 {
 // in front of upstreamURL.
 func newProxyEnv(t *testing.T, upstreamURL string, opts ...func(*gqllimit.Config)) *env {
 	t.Helper()
+	return newProxyEnvWith(t, upstreamURL, proxyOptions{}, opts...)
+}
+
+// proxyOptions change the identity and the proxy's configuration of a test's proxy.
+type proxyOptions struct {
+	identity func(*identity.Config)
+	proxy    func(*gqlproxy.Config)
+}
+
+func newProxyEnvWith(t *testing.T, upstreamURL string, po proxyOptions, opts ...func(*gqllimit.Config)) *env {
+	t.Helper()
 	sdl, err := os.ReadFile("../../graph/schema.graphqls")
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +148,11 @@ func newProxyEnv(t *testing.T, upstreamURL string, opts ...func(*gqllimit.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := identity.New(identity.Config{HashKey: []byte("proxy-test-hash-key")})
+	idCfg := identity.Config{HashKey: []byte("proxy-test-hash-key")}
+	if po.identity != nil {
+		po.identity(&idCfg)
+	}
+	ids, err := identity.New(idCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +166,11 @@ func newProxyEnv(t *testing.T, upstreamURL string, opts ...func(*gqllimit.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := gqlproxy.New(gqlproxy.Config{Limiter: gl, Upstream: upstreamURL, Timeout: 2 * time.Second})
+	pc := gqlproxy.Config{Limiter: gl, Upstream: upstreamURL, Timeout: 2 * time.Second}
+	if po.proxy != nil {
+		po.proxy(&pc)
+	}
+	h, err := gqlproxy.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +249,7 @@ func TestProxyUpstreamFailure(t *testing.T) {
 	must(t, r.Res.Extensions.Cost.RequestedQueryCost == 11, "requested %d", r.Res.Extensions.Cost.RequestedQueryCost)
 	must(t, e.available(t) == before-1, "bucket %d, want %d − 1 (all but 1 refunded)", e.available(t), before)
 
-	// An upstream that hangs: the timeout ends the wait, with the same answer.
+	// An upstream that hangs: the timeout ends the wait, with 504.
 	stop := make(chan struct{})
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -243,7 +262,7 @@ func TestProxyUpstreamFailure(t *testing.T) {
 		hang.Close()
 	})
 	e = newProxyEnv(t, hang.URL)
-	if r := e.post(t, `{ __typename }`, nil, nil); r.Status != http.StatusBadGateway || r.Code() != gqllimit.CodeUpstreamError {
+	if r := e.post(t, `{ __typename }`, nil, nil); r.Status != http.StatusGatewayTimeout || r.Code() != gqllimit.CodeUpstreamTimeout {
 		t.Errorf("hung upstream: %d %s", r.Status, r.Body)
 	}
 }

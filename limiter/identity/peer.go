@@ -1,0 +1,14 @@
+package identity
+
+// PeerTrusted reports whether the request came straight from one of
+// Config.TrustedProxies: only then were its forwarded headers
+// (X-Forwarded-For, Forwarded, X-Real-IP) written by a proxy the operator
+// trusts, rather than by the client. A proxy of costgate's own forwards them
+// only then.
+func (id *Identity) PeerTrusted() bool {
+	if id == nil || id.req == nil {
+		return false
+	}
+	addr, ok := parseHop(id.req.RemoteAddr)
+	return ok && isTrusted(addr, id.trusted)
+}
