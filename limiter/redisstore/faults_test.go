@@ -54,7 +54,12 @@ type load struct {
 	start   time.Time
 	mu      sync.Mutex
 	samples []sample
+	stalls  []stall // what the jitter probe measured during the run
 }
+
+// stall is one wake-up of the jitter probe: at is when it woke, late how
+// much later than asked. A machine busy with other work shows here.
+type stall struct{ at, late time.Duration }
 
 func (l *load) run(stop <-chan struct{}, limit time.Duration) {
 	l.start = time.Now()
@@ -63,6 +68,7 @@ func (l *load) run(stop <-chan struct{}, limit time.Duration) {
 	}
 	deadline := l.start.Add(limit)
 	var wg sync.WaitGroup
+	wg.Go(func() { l.probe(stop, deadline) })
 	for w := range l.workers {
 		wg.Go(func() {
 			var mine []sample
@@ -91,6 +97,38 @@ func (l *load) run(stop <-chan struct{}, limit time.Duration) {
 	}
 	wg.Wait()
 	slices.SortFunc(l.samples, func(a, b sample) int { return int(a.at - b.at) })
+}
+
+// probe measures the scheduling jitter of the machine while the load runs:
+// it asks to sleep a millisecond and records how late it wakes.
+func (l *load) probe(stop <-chan struct{}, deadline time.Time) {
+	var stalls []stall
+	for time.Now().Before(deadline) {
+		select {
+		case <-stop:
+			deadline = time.Time{}
+			continue
+		default:
+		}
+		t0 := time.Now()
+		time.Sleep(time.Millisecond)
+		stalls = append(stalls, stall{at: time.Since(l.start), late: time.Since(t0) - time.Millisecond})
+	}
+	l.mu.Lock()
+	l.stalls = stalls
+	l.mu.Unlock()
+}
+
+// worstStall is the latest the probe woke in [from, to]: how long the
+// machine kept a runnable goroutine waiting then.
+func (l *load) worstStall(from, to time.Duration) time.Duration {
+	var worst time.Duration
+	for _, s := range l.stalls {
+		if s.at >= from && s.at-s.late <= to {
+			worst = max(worst, s.late)
+		}
+	}
+	return worst
 }
 
 // stats summarises samples: count, admitted, errors, latency percentiles.
@@ -262,22 +300,34 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 			l.run(nil, 1500*time.Millisecond)
 			opened := connectionsReceived(t, srv) - before - 2
 			t.Logf("+%s: %s; connections %d before the latency, %d after", latency, stats(l.samples), warm, opened)
-			var admitted, errs int
+			// A check may fail only where the machine itself stalled long
+			// enough to explain it: the probe saw a goroutine kept waiting
+			// half the headroom (timeout − latency) or more during the check.
+			// A failure without such a stall is the store's.
+			var admitted, errs, excused int
 			for _, s := range l.samples {
-				if s.err != nil {
+				switch {
+				case s.err != nil && l.worstStall(s.at, s.at+s.took) >= (timeout-latency)/2:
+					excused++
+					t.Logf("check at %s failed after %s while the machine stalled %s: %v", s.at, s.took, l.worstStall(s.at, s.at+s.took), s.err)
+				case s.err != nil:
 					errs++
 					if errs <= 3 {
-						t.Errorf("check at %s failed after %s: %v", s.at, s.took, s.err)
+						t.Errorf("check at %s failed after %s, the machine stalling at most %s then: %v", s.at, s.took, l.worstStall(s.at, s.at+s.took), s.err)
 					}
-				} else if s.allowed {
+				case s.allowed:
 					admitted++
 				}
 			}
 			if errs > 0 {
 				t.Errorf("%d of %d checks failed with Redis %s slower, under a %s timeout", errs, len(l.samples), latency, timeout)
 			}
-			if want := min(100, len(l.samples)); admitted != want {
-				t.Errorf("admitted %d of %d, want exactly %d", admitted, len(l.samples), want)
+			if excused > len(l.samples)/10 {
+				t.Errorf("%d of %d checks failed during stalls of the machine: too many to tell the store's failures from the machine's", excused, len(l.samples))
+			}
+			// A check that timed out may have charged.
+			if want := min(100, len(l.samples)); admitted > want || admitted < want-excused {
+				t.Errorf("admitted %d of %d, want exactly %d (less the %d checks that failed in stalls)", admitted, len(l.samples), want, excused)
 			}
 			if opened > 3*poolSize {
 				t.Errorf("%d connections for 3 clients with pools of %d", opened, poolSize)
