@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -211,7 +212,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Get("/readyz", s.readyz)
+	r.Get("/readyz", s.readyz(cfg.TrustedPrefixes()))
 	r.Handle("/metrics", s.metrics.handler())
 	if !cfg.ProxyMode() {
 		// The example REST API; in proxy mode only the proxied GraphQL is served.
@@ -301,17 +302,44 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 
 // readyz is 200 once serving; the body reports the store. A store outage
 // never fails readiness: each route's on_store_error decides what it means.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if !s.serving.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
-		return
+// The store's addresses and error texts go only to a TCP peer on loopback
+// or in trusted (X-Forwarded-For is not asked: anyone can write it).
+func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.serving.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
+			return
+		}
+		s.mu.Lock()
+		st := s.state
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(r.Context(), 2*limiter.DefaultTimeout)
+		defer cancel()
+		health := st.health(ctx)
+		if !seesStoreDetails(r.RemoteAddr, trusted) {
+			health.Nodes = nil
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": health})
 	}
-	s.mu.Lock()
-	st := s.state
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(r.Context(), 2*limiter.DefaultTimeout)
-	defer cancel()
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": st.health(ctx)})
+}
+
+// seesStoreDetails reports whether the peer at remoteAddr is on loopback or
+// a trusted proxy.
+func seesStoreDetails(remoteAddr string, trusted []netip.Prefix) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	addr := ap.Addr().Unmap()
+	if addr.IsLoopback() {
+		return true
+	}
+	for _, p := range trusted {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
