@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -199,4 +200,47 @@ func TestDefaultConnectionCapFollowsOpenFileLimit(t *testing.T) {
 	host := strings.TrimPrefix(startBinary(t, cmd), "http://")
 	holdConns(t, 100, "127.0.0.2", host)
 	wantRefused(t, holdConn(t, "127.0.0.2", host), "the 101st connection under 400 descriptors")
+}
+
+// A burst of fresh connections from one address far over the cap: every
+// request gets an answer (200 or 429), none a reset or an empty reply.
+func TestConnectionCapBurstIsAnswered(t *testing.T) {
+	file := writeConfig(t, "server: {max_conns_per_ip: 2}\npolicies:\n  api: {algorithm: fixed_window, limit: 100, period: 1h, key: [ip]}\n"+
+		"routes:\n  - {match: \"/api/*\", policies: [api]}\ngraphql: {path: \"\"}\n")
+	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", file}, nil)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	const clients, each = 32, 20
+	statuses := make(chan int, clients*each)
+	errs := make(chan error, clients*each)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for range each {
+				res, err := client.Get("http://" + at.HTTP + "/healthz")
+				if err != nil {
+					errs <- err
+					continue
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				statuses <- res.StatusCode
+			}
+		})
+	}
+	wg.Wait()
+	close(statuses)
+	close(errs)
+	counts := map[int]int{}
+	for s := range statuses {
+		counts[s]++
+	}
+	if n := len(errs); n > 0 {
+		t.Errorf("%d of %d requests failed (first: %v); want each answered", n, clients*each, <-errs)
+	}
+	if counts[200] == 0 || counts[429] == 0 || counts[200]+counts[429] != clients*each {
+		t.Errorf("statuses %v; want only 200 and 429, both", counts)
+	}
+	if got, want := refusedCount(t, "http://"+at.HTTP), fmt.Sprint(counts[429]); got != want {
+		t.Errorf("costgate_connections_refused_total = %s, want %s (the 429s)", got, want)
+	}
 }

@@ -48,14 +48,16 @@ func HTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 type ConnLimit struct {
 	Max    int
 	Exempt []netip.Prefix
-	// Answering bounds the refused connections being answered at once; past
-	// it a refused connection is closed unanswered, so that refusals
-	// cannot cost more descriptors than this.
+	// Answering bounds the refused connections being answered at once (a
+	// quarter of the open-file limit, at most maxAnswering); past it a
+	// refused connection is closed unanswered, so that refusals cannot cost
+	// more descriptors than this. A client answered closes within a round
+	// trip, so only stalled ones hold a slot for long.
 	Answering int
 }
 
 // maxAnswering bounds ConnLimit.Answering whatever the open-file limit.
-const maxAnswering = 64
+const maxAnswering = 4096
 
 // fallbackOpenFiles stands for the open-file limit where the system has
 // none to read.
