@@ -20,8 +20,8 @@ import (
 	"github.com/costgate/costgate/limiter/redisstore"
 )
 
-// Connection deadlines (README, "The server"): a slow reader or writer cannot hold a
-// connection, and with it a file descriptor, for long.
+// Connection deadlines (README, "The server"): a slow reader or writer
+// cannot hold a connection, and with it a file descriptor, for long.
 const (
 	ReadHeaderTimeout = 10 * time.Second
 	ReadTimeout       = 30 * time.Second
@@ -194,10 +194,10 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 	}
 }
 
-// refuse answers c and closes it, or closes it at once when maxAnswering
-// refused connections are being answered already.
-func (l *perIPListener) refuse(c net.Conn, maxAnswering int) {
-	if l.answering.Add(1) > int64(maxAnswering) {
+// refuse answers c and closes it, or closes it at once when bound refused
+// connections are being answered already.
+func (l *perIPListener) refuse(c net.Conn, bound int) {
+	if l.answering.Add(1) > int64(bound) {
 		l.answering.Add(-1)
 		c.Close()
 		return
