@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,7 +28,6 @@ import (
 
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/internal/server"
-	"github.com/costgate/costgate/limiter"
 )
 
 func main() {
@@ -91,13 +89,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	maxConns := cfg.ConnsPerIP()
-	refusals := newRefusalLog(logger)
-	gateways := cfg.TrustedPrefixes()
-	ln = server.LimitPerIPExcept(ln, maxConns, gateways, refusals.refused)
+	ln = srv.LimitConns(ln, server.HTTP1)
 	hs := server.HTTPServer(srv, logger)
 	at := listening{HTTP: ln.Addr().String()}
-	logger.Info("costgate listening", "addr", at.HTTP, "config", cfg.Source(), "store", srv.StoreName())
+	logger.Info("costgate listening", "addr", at.HTTP, "config", cfg.Source(), "store", srv.StoreName(),
+		"max_conns_per_ip", srv.ConnLimit().Max)
 
 	grpcErr := make(chan error, 1)
 	if cfg.GRPCListen != "" {
@@ -106,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 			ln.Close()
 			return fmt.Errorf("grpc_listen: %w", err)
 		}
-		gln = server.LimitPerIPExcept(gln, maxConns, gateways, newRefusalLog(logger).refused)
+		gln = srv.LimitConns(gln, server.H2C)
 		gs := srv.GRPCServer()
 		at.GRPC = gln.Addr().String()
 		logger.Info("costgate gRPC rate-limit service listening", "addr", at.GRPC)
@@ -134,7 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 				logger.Error("config reload failed; the config in effect stays", "config", cfg.Source(), "err", err.Error())
 				continue
 			}
-			logger.Info("config reloaded", "config", next.Source())
+			logger.Info("config reloaded", "config", next.Source(), "max_conns_per_ip", srv.ConnLimit().Max)
 			continue
 		case <-ctx.Done():
 		}
@@ -165,20 +161,5 @@ func stopGRPC(gs *grpc.Server, logger *slog.Logger) {
 	case <-time.After(shutdownTimeout):
 		logger.Warn("gRPC calls still in flight at the shutdown timeout; stopping them")
 		gs.Stop()
-	}
-}
-
-// refusalLog logs connections refused for max_conns_per_ip, at most once a
-// second with the count in between.
-type refusalLog struct {
-	logger *slog.Logger
-	gate   limiter.LogGate
-}
-
-func newRefusalLog(l *slog.Logger) *refusalLog { return &refusalLog{logger: l} }
-
-func (r *refusalLog) refused(addr netip.Addr) {
-	if n, ok := r.gate.Pass(time.Now()); ok {
-		r.logger.Warn("connection refused: max_conns_per_ip reached", "client", addr.String(), "refused", n+1)
 	}
 }

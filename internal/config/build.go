@@ -128,12 +128,20 @@ func (c *Config) ComplexityOptions() []complexity.Option {
 	}
 }
 
-// ConnsPerIP is server.max_conns_per_ip, 0 taking the default.
-func (c *Config) ConnsPerIP() int {
-	if c.Server.MaxConnsPerIP == 0 {
-		return DefaultMaxConnsPerIP
+// ConnsPerIP is server.max_conns_per_ip; 0 takes the default for a process
+// allowed openFiles descriptors.
+func (c *Config) ConnsPerIP(openFiles uint64) int {
+	if c.Server.MaxConnsPerIP > 0 {
+		return c.Server.MaxConnsPerIP
 	}
-	return c.Server.MaxConnsPerIP
+	return DefaultConnsPerIP(openFiles)
+}
+
+// DefaultConnsPerIP is a quarter of openFiles, at least 1: a burst from one
+// busy address is served wherever a plain Go server would serve it, and
+// one address still cannot take every descriptor.
+func DefaultConnsPerIP(openFiles uint64) int {
+	return int(max(1, min(openFiles/OpenFilesPerConn, MaxDefaultConnsPerIP)))
 }
 
 // ProxyConfig is the graphql section as the proxy's configuration; the

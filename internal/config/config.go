@@ -32,7 +32,7 @@ import (
 // demoYAML is the built-in demo config, the YAML block of SPEC §5. Demo
 // parses it with the same parser as a file, so the two cannot drift.
 const demoYAML = `listen: ":8080"
-# server: {max_conns_per_ip: 64}
+# server: {max_conns_per_ip: 5000}   # default: a quarter of the open-file limit
 store:
   # redis:                                   # absent: the in-memory store
   #   url: redis://127.0.0.1:6379/0          # exactly one of url, cluster, sentinel
@@ -91,8 +91,11 @@ const (
 	// WriteTimeout is the server's write deadline: the whole answer must be
 	// written within it (graphql.upstream_timeout is below it).
 	WriteTimeout = 30 * time.Second
-	// DefaultMaxConnsPerIP bounds the connections one client address holds.
-	DefaultMaxConnsPerIP = 64
+	// OpenFilesPerConn is the share of the open-file limit one client
+	// address may hold by default: a quarter (5,000 of 20,000 descriptors).
+	OpenFilesPerConn = 4
+	// MaxDefaultConnsPerIP bounds the default under an unlimited open-file limit.
+	MaxDefaultConnsPerIP = 1 << 20
 	// MinHashKeyLen is the shortest identity.hash_key accepted.
 	MinHashKeyLen = identity.MinHashKeyLen
 )
@@ -134,7 +137,7 @@ type Config struct {
 // ServerConfig bounds what one client can hold of the server.
 type ServerConfig struct {
 	// MaxConnsPerIP is the most connections one client address holds at
-	// once (default 64).
+	// once; 0 (the default) is a quarter of the process's open-file limit.
 	MaxConnsPerIP int `yaml:"max_conns_per_ip"`
 }
 
@@ -450,7 +453,6 @@ func parse(name string, data []byte, fromFile bool) (*Config, error) {
 func defaults() *Config {
 	return &Config{
 		Listen: DefaultListen,
-		Server: ServerConfig{MaxConnsPerIP: DefaultMaxConnsPerIP},
 		Store: StoreConfig{
 			Gateways:  1,
 			KeyPrefix: redisstore.DefaultKeyPrefix,

@@ -758,3 +758,29 @@ func FuzzParse(f *testing.F) {
 		_ = c.ApplyOverrides("127.0.0.1:1", "redis://127.0.0.1:1/0")
 	})
 }
+
+// server.max_conns_per_ip: a value given is the cap; 0 or none is a quarter
+// of the open-file limit (5,000 with 20,000 descriptors, 64 with 256).
+func TestConnsPerIP(t *testing.T) {
+	for _, tc := range []struct {
+		yaml      string
+		openFiles uint64
+		want      int
+	}{
+		{"", 20000, 5000},
+		{"", 256, 64},
+		{"", 3, 1},
+		{"", ^uint64(0), MaxDefaultConnsPerIP}, // RLIM_INFINITY
+		{"server: {max_conns_per_ip: 0}\n", 1024, 256},
+		{"server: {max_conns_per_ip: 10}\n", 20000, 10},
+		{"server: {max_conns_per_ip: 10000}\n", 256, 10000},
+	} {
+		cfg, err := Parse("test.yaml", []byte(tc.yaml+"graphql: {path: \"\"}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.ConnsPerIP(tc.openFiles); got != tc.want {
+			t.Errorf("%q with %d open files: ConnsPerIP = %d, want %d", tc.yaml, tc.openFiles, got, tc.want)
+		}
+	}
+}

@@ -135,7 +135,7 @@ func (v *validator) listen() {
 
 func (v *validator) server() {
 	if n := v.c.Server.MaxConnsPerIP; n < 0 {
-		v.fail("server.max_conns_per_ip", "must not be negative, got %d (0 takes the default %d)", n, DefaultMaxConnsPerIP)
+		v.fail("server.max_conns_per_ip", "must not be negative, got %d (0 takes the default, a quarter of the open-file limit)", n)
 	}
 }
 
@@ -553,7 +553,7 @@ func (c *Config) Warnings() []string {
 		}
 	}
 	if c.Server.MaxConnsPerIP == 0 && c.src != nil && c.src.given["server.max_conns_per_ip"] {
-		out = append(out, fmt.Sprintf("server.max_conns_per_ip: 0 takes the default, %d", DefaultMaxConnsPerIP))
+		out = append(out, "server.max_conns_per_ip: 0 takes the default, a quarter of the open-file limit")
 	}
 	return out
 }

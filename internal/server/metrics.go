@@ -19,6 +19,7 @@ type metrics struct {
 	graphqlCost   *prometheus.HistogramVec
 	rejections    *prometheus.CounterVec
 	evictions     prometheus.Counter
+	connsRefused  prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -50,8 +51,12 @@ func newMetrics() *metrics {
 			Name: "costgate_memstore_evictions_total",
 			Help: "Keys the in-memory store evicted at its key cap (the key closest to full each time).",
 		}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "costgate_connections_refused_total",
+			Help: "Connections refused at server.max_conns_per_ip (answered 429, or GOAWAY on grpc_listen).",
+		}),
 	}
-	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.rejections, m.evictions,
+	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.rejections, m.evictions, m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -40,13 +41,19 @@ type Server struct {
 	metrics *metrics
 	serving atomic.Bool
 
-	mu      sync.Mutex // serialises Reload and Close
-	state   *state
-	cfg     *config.Config
+	mu    sync.Mutex // serialises Reload and Close
+	state *state
+	cfg   *config.Config
+	// started is the config the server started with: its listen and
+	// grpc_listen stay in effect until a restart.
+	started *config.Config
 	handler atomic.Pointer[http.Handler]
 	// rls is Envoy's rate-limit service of the config in effect; nil
 	// without envoy.domains.
 	rls atomic.Pointer[check.RateLimitService]
+	// conns is the connection cap of the config in effect, read by the
+	// listeners at each accept.
+	conns atomic.Pointer[ConnLimit]
 }
 
 // New builds the server for cfg.
@@ -61,9 +68,10 @@ func New(cfg *config.Config, logger *slog.Logger) (*Server, error) {
 		st.close()
 		return nil, err
 	}
-	s.state, s.cfg = st, cfg
+	s.state, s.cfg, s.started = st, cfg, cfg
 	s.handler.Store(&h)
 	s.rls.Store(rls)
+	s.conns.Store(connLimitOf(cfg, openFileLimit()))
 	s.serving.Store(true)
 	for _, w := range cfg.Warnings() {
 		logger.Warn("config: "+w, "config", cfg.Source())
@@ -83,9 +91,11 @@ func (s *Server) StoreName() string {
 	return s.state.name
 }
 
-// Reload rebuilds the handler from cfg. The store, and with it every
-// bucket, is kept unless the store section or the hash key changed. On
-// error the config in effect stays.
+// Reload applies cfg: the handler, Envoy's service and the connection cap
+// (its trusted-proxy exemption included) are rebuilt from it. The store,
+// and with it every bucket, is kept unless the store section or the hash
+// key changed. listen and grpc_listen take effect at the next start (a
+// change is logged). On error the config in effect stays.
 func (s *Server) Reload(cfg *config.Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -104,12 +114,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		}
 		return err
 	}
-	if cfg.Listen != s.cfg.Listen {
-		s.logger.Warn("config: listen changed; it takes effect at the next start", "listen", s.cfg.Listen, "new", cfg.Listen)
-	}
-	if cfg.GRPCListen != s.cfg.GRPCListen {
-		s.logger.Warn("config: grpc_listen changed; it takes effect at the next start", "grpc_listen", s.cfg.GRPCListen, "new", cfg.GRPCListen)
-	}
+	s.logRestartKeys(cfg)
 	if fresh {
 		s.logger.Warn("config: the store section or hash key changed: limiter state starts afresh")
 		old := s.state
@@ -118,10 +123,24 @@ func (s *Server) Reload(cfg *config.Config) error {
 	s.state, s.cfg = st, cfg
 	s.handler.Store(&h)
 	s.rls.Store(rls)
+	s.conns.Store(connLimitOf(cfg, openFileLimit()))
 	for _, w := range cfg.Warnings() {
 		s.logger.Warn("config: "+w, "config", cfg.Source())
 	}
 	return nil
+}
+
+// logRestartKeys logs each key of cfg that differs from what the server
+// started with and that only a restart applies: listen and grpc_listen.
+func (s *Server) logRestartKeys(cfg *config.Config) {
+	for _, k := range []struct{ key, inEffect, next string }{
+		{"listen", s.started.Listen, cfg.Listen},
+		{"grpc_listen", s.started.GRPCListen, cfg.GRPCListen},
+	} {
+		if k.next != k.inEffect {
+			s.logger.Warn("config: "+k.key+" changed; it takes effect at the next start", k.key, k.inEffect, "new", k.next)
+		}
+	}
 }
 
 // SetServing marks the server as stopping (readiness then fails).
@@ -193,7 +212,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Get("/readyz", s.readyz)
+	r.Get("/readyz", s.readyz(cfg.TrustedPrefixes()))
 	r.Handle("/metrics", s.metrics.handler())
 	if !cfg.ProxyMode() {
 		// The example REST API; in proxy mode only the proxied GraphQL is served.
@@ -284,17 +303,44 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 
 // readyz is 200 once serving; the body reports the store. A store outage
 // never fails readiness: each route's on_store_error decides what it means.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if !s.serving.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
-		return
+// The store's addresses and error texts go only to a TCP peer on loopback
+// or in trusted (X-Forwarded-For is not asked: anyone can write it).
+func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.serving.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
+			return
+		}
+		s.mu.Lock()
+		st := s.state
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(r.Context(), 2*limiter.DefaultTimeout)
+		defer cancel()
+		health := st.health(ctx)
+		if !seesStoreDetails(r.RemoteAddr, trusted) {
+			health.Nodes = nil
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": health})
 	}
-	s.mu.Lock()
-	st := s.state
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(r.Context(), 2*limiter.DefaultTimeout)
-	defer cancel()
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": st.health(ctx)})
+}
+
+// seesStoreDetails reports whether the peer at remoteAddr is on loopback or
+// a trusted proxy.
+func seesStoreDetails(remoteAddr string, trusted []netip.Prefix) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	addr := ap.Addr().Unmap()
+	if addr.IsLoopback() {
+		return true
+	}
+	for _, p := range trusted {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
