@@ -614,7 +614,8 @@ func rawRequest(t *testing.T, from, addr, method, target string, header map[stri
 // spelling nginx passes on, which a forgiving upstream (Express, a servlet
 // container, IIS) routes to its login handler, is answered 429 with the
 // rate-limit headers and never reaches the upstream; the ones nginx refuses
-// itself never reach it either. Envoy's path_prefix form, which passes the
+// itself, and the ones the check refuses (read as two limited routes, or
+// not decodable), never reach it either. Envoy's path_prefix form, which passes the
 // method as the client sent it, denies "post" too.
 func TestNginxEverySpellingOfALockedLogin(t *testing.T) {
 	conf := readmeBlock(t, "<!-- the nginx config of TestNginxInFront -->")
@@ -650,7 +651,7 @@ func TestNginxEverySpellingOfALockedLogin(t *testing.T) {
 			r.header.Get("Retry-After") != "" && strings.Contains(r.header.Get("RateLimit-Policy"), `"login_user"`)
 	}
 	for i, target := range []string{"/login", "/login/", "/LOGIN", "/Login/", "/login;x=1", "/login;jsessionid=A1", "/login%2f", "/login%2F",
-		"/login%252f", "//login", "/./login", "/login/.", "/api/../login", "/api/..;/login", "/api%2f..%2flogin", `/login\`, `/api\..\login`,
+		"/login%252f", "//login", "/./login", "/login/.", "/x/../login", "/x/..;/login", "/api%2f..%2flogin", `/login\`, `/api\..\login`,
 		"/login%5C", "/%6Cogin", "/log%C4%B1n", "/login.json", "/login?next=/", "/login%3Fnext=x"} {
 		r := rawRequest(t, fmt.Sprintf("127.0.4.%d", i+1), ngx.Addr, "POST", target, victim, body)
 		if !denied(r) {
@@ -661,6 +662,14 @@ func TestNginxEverySpellingOfALockedLogin(t *testing.T) {
 	for _, rq := range [][2]string{{"post", "/login"}, {"POST", "/login%00"}, {"POST", "/../login"}} {
 		if r := rawRequest(t, "127.0.5.1", ngx.Addr, rq[0], rq[1], victim, body); r.status != 400 {
 			t.Errorf("%s %s through nginx: %d %s, want nginx's own 400", rq[0], rq[1], r.status, r.body)
+		}
+	}
+	// Paths servers read as two limited routes (POST /login to Tomcat, /api/*
+	// to Express) and paths that do not decode: costgate refuses the check,
+	// which nginx answers 500.
+	for _, target := range []string{"/api/../login", "/api/..;/login", "/login%C0%AF", "/login%2525252f"} {
+		if r := rawRequest(t, "127.0.5.2", ngx.Addr, "POST", target, victim, body); r.status != 500 {
+			t.Errorf("POST %s through nginx: %d %s, want 500 (the check refused)", target, r.status, r.body)
 		}
 	}
 	mu.Lock()
@@ -677,8 +686,5 @@ func TestNginxEverySpellingOfALockedLogin(t *testing.T) {
 				t.Errorf("%s /v1/check%s: %d %v %s, want 429 by login_user", method, path, r.status, r.header, r.body)
 			}
 		}
-	}
-	if strings.Contains(ngx.Log(), "auth request unexpected status") {
-		t.Errorf("nginx could not relay a check:\n%s", ngx.Log())
 	}
 }

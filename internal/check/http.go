@@ -212,9 +212,17 @@ func originalRequest(r *http.Request) (orig *http.Request, target string, denySt
 		}
 	} else {
 		// Envoy's path_prefix: the original method, the original path after
-		// /v1/check (as sent: Go has decoded URL.Path once already); the
-		// query is the original request's, left alone.
-		rest, ok := strings.CutPrefix(r.URL.EscapedPath(), Path)
+		// /v1/check, as sent (URL.Path is decoded, and URL.EscapedPath may
+		// be re-escaped); the query is the original request's, left alone.
+		uri := r.RequestURI
+		if uri == "" {
+			uri = r.URL.RequestURI() // a request made in process
+		}
+		sent, err := escapedPath(uri)
+		if err != nil {
+			return nil, "", 0, err
+		}
+		rest, ok := strings.CutPrefix(sent, Path)
 		if !ok || rest == "" {
 			return nil, "", 0, fmt.Errorf("the check names no original request: send %s and %s (or %s), or append the original path to %s",
 				ForwardedMethod, ForwardedURI, OriginalURI, Path)

@@ -106,7 +106,11 @@ func TestCheckNamesTheOriginalRequest(t *testing.T) {
 		{name: "Envoy path_prefix, its own method", req: checkReq{method: "POST", target: "/v1/check/login",
 			header: map[string]string{"X-Login-User": "alice"}}, status: 200, policy: "login_ip"},
 		{name: "Envoy path_prefix, the query is the original's", req: checkReq{target: "/v1/check/api/products?deny_status=7"}, status: 200, policy: "api"},
-		{name: "dot segments resolved", req: nginxCheck("POST", "/api/../login", "203.0.113.7", map[string]string{"X-Login-User": "alice"}), status: 200, policy: "login_ip"},
+		{name: "dot segments resolved", req: nginxCheck("POST", "/x/../login", "203.0.113.7", map[string]string{"X-Login-User": "alice"}), status: 200, policy: "login_ip"},
+		// Express and Go's ServeMux leave /api/.. under /api/: charged there.
+		{name: "dot segments, read literally", req: nginxCheck("GET", "/api/../healthz", "203.0.113.7", nil), status: 200, policy: "api"},
+		{name: "read as two limited routes", req: nginxCheck("POST", "/api/../login", "203.0.113.7", nil), status: 400, code: "bad_request"},
+		{name: "read as two limited routes, ;", req: nginxCheck("POST", "/api/..;/login", "203.0.113.7", nil), status: 400, code: "bad_request"},
 		{name: "percent-decoded", req: nginxCheck("GET", "/%61pi/products", "203.0.113.7", nil), status: 200, policy: "api"},
 		{name: "repeated slashes", req: nginxCheck("GET", "//api//products", "203.0.113.7", nil), status: 200, policy: "api"},
 		{name: "absolute form", req: nginxCheck("GET", "http://shop.example/api/products?x=1", "203.0.113.7", nil), status: 200, policy: "api"},

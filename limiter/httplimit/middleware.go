@@ -209,7 +209,12 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // Match returns the route a request for method and urlPath matches, or nil.
 // urlPath is the path as the request sent it (%-escaped, without the
 // query); it is normalised (NormalizePath) and the method compared without
-// case before any route is matched. A path that does not normalise is an
+// case before any route is matched. Servers that do not normalise (Express,
+// Go's ServeMux) read some paths as another route: /api/..;/login is /login
+// to a servlet container, under /api/ to them. So the path is also read as
+// they read it (only a "/" sent as such separates segments), and when one
+// reading names a route with policies, that route is charged. A path the
+// two readings put on two such routes, or that does not normalise, is an
 // error: answer 400, never serve the request unlimited.
 func (m *Middleware) Match(method, urlPath string) (*Route, error) {
 	c, err := m.match(method, urlPath)
@@ -225,13 +230,32 @@ func (m *Middleware) match(method, urlPath string) (*compiled, error) {
 		return nil, err
 	}
 	method = normalizeMethod(method)
+	rt := m.first(method, p)
+	if p == urlPath {
+		return rt, nil // already normal: every reading is this one
+	}
+	literal := m.first(method, literalPath(urlPath))
+	switch {
+	case !literal.charges() || literal == rt:
+		return rt, nil
+	case !rt.charges():
+		return literal, nil
+	}
+	return nil, fmt.Errorf("path %q is %q to some servers and %q to others: refused, as it cannot be charged as one route",
+		truncate(urlPath), rt.Pattern, literal.Pattern)
+}
+
+// first is the first route that matches a normalised method and path.
+func (m *Middleware) first(method, urlPath string) *compiled {
 	for i := range m.routes {
-		if m.routes[i].matches(method, p) {
-			return &m.routes[i], nil
+		if m.routes[i].matches(method, urlPath) {
+			return &m.routes[i]
 		}
 	}
-	return nil, nil
+	return nil
 }
+
+func (c *compiled) charges() bool { return c != nil && len(c.Policies) > 0 }
 
 // Limit charges the request's route policies to id, writes the rate-limit
 // headers, and answers a denial (429, or 503 when the store is down and a

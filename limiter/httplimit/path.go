@@ -24,11 +24,12 @@ const maxDecodes = 3
 //   - once decoded the path must be UTF-8 without control characters: %00,
 //     overlong forms (%C0%AF), a bad escape (%zz) and a path still escaped
 //     after three decodings are errors, never guessed at.
-//   - "\" is "/" (IIS); a "?" or "#" ends the path (a proxy that decodes
-//     %3F and passes the path on makes the rest a query).
+//   - "\" is "/" (IIS).
 //   - every segment loses its ";parameters" (servlet containers: /login;x=1).
 //   - empty segments and "." are removed and ".." removes the segment before
 //     it, never climbing above the root: repeated and trailing slashes go.
+//   - then a "?" or "#" ends the path (a proxy that decodes %3F and passes
+//     the path on makes the rest a query).
 //   - letters are folded to lower case, with the non-ASCII letters some
 //     backends fold to ASCII (KELVIN SIGN to k, ſ to s, ı and İ to i).
 //
@@ -40,6 +41,20 @@ func NormalizePath(p string) (string, error) {
 	if isNormal(p) {
 		return p, nil // the common case: no allocation
 	}
+	s, err := decode(p)
+	if err != nil {
+		return "", err
+	}
+	var segments []string
+	for seg := range strings.FieldsFuncSeq(s, func(c rune) bool { return c == '/' || c == '\\' }) {
+		seg, _, _ = strings.Cut(seg, ";")
+		segments = appendSegment(segments, seg)
+	}
+	return joinSegments(cutQuery(segments)), nil
+}
+
+// decode is p %-decoded until no escape is left (see NormalizePath).
+func decode(p string) (string, error) {
 	if i := badEscape(p); i >= 0 {
 		return "", fmt.Errorf("path %q has a bad %%-escape at byte %d", truncate(p), i)
 	}
@@ -56,22 +71,64 @@ func NormalizePath(p string) (string, error) {
 	if strings.ContainsFunc(s, unicode.IsControl) {
 		return "", fmt.Errorf("path %q has a control character once decoded", truncate(p))
 	}
-	if i := strings.IndexAny(s, "?#"); i >= 0 {
-		s = s[:i]
+	return s, nil
+}
+
+// appendSegment resolves seg onto segments: "" and "." stay, ".." climbs.
+func appendSegment(segments []string, seg string) []string {
+	switch seg {
+	case "", ".":
+		return segments
+	case "..":
+		return segments[:max(len(segments)-1, 0)]
 	}
+	return append(segments, strings.Map(foldRune, seg))
+}
+
+// cutQuery ends the path at its first "?" or "#", after dot segments are
+// resolved: Tomcat reads /x%3F/../login as /login, and so does this.
+func cutQuery(segments []string) []string {
+	for i, seg := range segments {
+		if j := strings.IndexAny(seg, "?#"); j >= 0 {
+			return appendSegment(segments[:i], seg[:j])
+		}
+	}
+	return segments
+}
+
+// segmentEscaper keeps what a segment holds from reading as structure.
+var segmentEscaper = strings.NewReplacer("%", "%25", "/", "%2F")
+
+// joinSegments is the path of segments; a "%" or "/" they hold is escaped,
+// so that the result reads as itself.
+func joinSegments(segments []string) string {
+	var b strings.Builder
+	for _, seg := range segments {
+		b.WriteByte('/')
+		segmentEscaper.WriteString(&b, seg)
+	}
+	if b.Len() == 0 {
+		return "/"
+	}
+	return b.String()
+}
+
+// literalPath is p, which NormalizePath accepts, read as Express, Go's
+// ServeMux and nginx's locations read it: only a "/" sent as such separates
+// segments, and ";", "\", an escaped "/" and dot segments are characters of
+// their segment. Empty segments go and letters are folded, as NormalizePath
+// does.
+func literalPath(p string) string {
 	var segments []string
-	for seg := range strings.FieldsFuncSeq(s, func(c rune) bool { return c == '/' || c == '\\' }) {
-		seg, _, _ = strings.Cut(seg, ";")
-		switch seg {
-		case "", ".":
-		case "..":
-			segments = segments[:max(len(segments)-1, 0)]
-		default:
+	for seg := range strings.SplitSeq(p, "/") {
+		for n := 0; n < maxDecodes && hasEscape(seg); n++ {
+			seg = unescape(seg)
+		}
+		if seg != "" {
 			segments = append(segments, strings.Map(foldRune, seg))
 		}
 	}
-	// Escaped again, a lone "%" keeps the result a path NormalizePath reads as itself.
-	return strings.ReplaceAll("/"+strings.Join(segments, "/"), "%", "%25"), nil
+	return joinSegments(segments)
 }
 
 // isNormal reports whether NormalizePath would return p unchanged.

@@ -122,6 +122,7 @@ func TestNormalizedSpellingsMatchTheRoute(t *testing.T) {
 		{"/api/*", []string{
 			"GET /api", "GET /api/", "get /API/Products", "DELETE /api/products/7", "GET //api//products", "GET /api%2fproducts",
 			"GET /api;v=1/products", "GET /x/../api/products", "GET /API",
+			"GET /api/../login", "GET /api/..;/x", "GET /api/x%2F..%2F..%2Fy", `GET /api/x\..\..\y`, // read as Express reads them
 		}, []string{"GET /apis", "GET /ap", "GET /api.json", "GET /x/api/products", "GET /"}},
 		{"GET /api/products", []string{
 			"GET /api/products", "HEAD /api/products", "head /API/PRODUCTS/", "GET /api/product%C5%BF", "GET /api/products.csv",
@@ -266,6 +267,7 @@ func FuzzNormalizePath(f *testing.F) {
 				t.Fatalf("NormalizePath(%q) = %q: not in normal form", p, got)
 			}
 		}
+		httplimit.Matches("/api/*", "GET", p) // both readings, whatever p is
 		rt := fuzzRoutes[len(recipe)%len(fuzzRoutes)]
 		method, spelt := spell(rt.method, rt.path, recipe)
 		if !httplimit.Matches(rt.pattern, method, spelt) {
@@ -315,5 +317,51 @@ func TestHandlerChargesWhatTheRouterRoutes(t *testing.T) {
 	mw.Handler(r).ServeHTTP(w, httptest.NewRequest("POST", "/login%C0%AF", nil))
 	if w.Code != http.StatusBadRequest || served != 3 {
 		t.Errorf("POST /login%%C0%%AF: %d, want 400", w.Code)
+	}
+}
+
+// A path is read as normalising servers read it and as literal ones
+// (Express, Go's ServeMux) do: the route with policies that either reading
+// names is charged, and one the readings put on two such routes is refused.
+func TestMatchReadsThePathBothWays(t *testing.T) {
+	p := &limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 1, Period: time.Hour, Key: []string{identity.PartIP}}
+	mw, err := httplimit.New(httplimit.Config{Limiter: memLimiter(t), Identity: resolver(t, identity.Config{}), Routes: []httplimit.Route{
+		{Pattern: "POST /login", Policies: []*limiter.Policy{p}},
+		{Pattern: "/public/*"}, // exempt
+		{Pattern: "/api/*", Policies: []*limiter.Policy{p}},
+		{Pattern: "/admin/*", Policies: []*limiter.Policy{p}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		method, path, want string // want "" for no route, "error" for a refusal
+	}{
+		{"POST", "/login", "POST /login"},
+		{"POST", "/x/../login", "POST /login"},
+		{"POST", "/login;x=1", "POST /login"},
+		{"GET", "/api/../healthz", "/api/*"},     // Express serves it under /api/
+		{"GET", "/api/..;/healthz", "/api/*"},    // so does anything but a servlet container
+		{"GET", "/x/..;/api/products", "/api/*"}, // and a servlet container serves it there
+		{"GET", "/public/x", "/public/*"},
+		{"GET", "/public/..;/admin/users", "/admin/*"}, // the exemption does not hold for a reading it does not name
+		{"GET", "/public/../api/x", "/api/*"},
+		{"GET", "/api%2F..%2Fpublic", "/public/*"},
+		{"GET", "/healthz", ""},
+		{"POST", "/api/../login", "error"},
+		{"GET", "/api/..;/admin/users", "error"},
+		{"GET", "/api/x%C0%AF", "error"},
+	} {
+		rt, err := mw.Match(tc.method, tc.path)
+		got := ""
+		switch {
+		case err != nil:
+			got = "error"
+		case rt != nil:
+			got = rt.Pattern
+		}
+		if got != tc.want {
+			t.Errorf("Match(%s %s) = %q (%v), want %q", tc.method, tc.path, got, err, tc.want)
+		}
 	}
 }

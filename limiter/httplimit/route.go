@@ -150,12 +150,14 @@ func Covers(a, b string) bool {
 }
 
 // Matches reports whether pattern (which must parse) matches a request for
-// method and urlPath, as sent; a path NormalizePath refuses matches nothing.
+// method and urlPath, as sent, in either reading of the path (see
+// Middleware.Match); a path NormalizePath refuses matches nothing.
 func Matches(pattern, method, urlPath string) bool {
 	r, err := parseRule(pattern)
 	if err != nil {
 		return false
 	}
 	p, err := NormalizePath(urlPath)
-	return err == nil && r.matches(normalizeMethod(method), p)
+	method = normalizeMethod(method)
+	return err == nil && (r.matches(method, p) || r.matches(method, literalPath(urlPath)))
 }
