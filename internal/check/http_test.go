@@ -107,7 +107,7 @@ func TestCheckNamesTheOriginalRequest(t *testing.T) {
 			header: map[string]string{"X-Login-User": "alice"}}, status: 200, policy: "login_ip"},
 		{name: "Envoy path_prefix, the query is the original's", req: checkReq{target: "/v1/check/api/products?deny_status=7"}, status: 200, policy: "api"},
 		{name: "dot segments resolved", req: nginxCheck("POST", "/x/../login", "203.0.113.7", map[string]string{"X-Login-User": "alice"}), status: 200, policy: "login_ip"},
-		// Express and Go's ServeMux leave /api/.. under /api/: charged there.
+		// Express and chi leave /api/.. under /api/: charged there.
 		{name: "dot segments, read literally", req: nginxCheck("GET", "/api/../healthz", "203.0.113.7", nil), status: 200, policy: "api"},
 		{name: "read as two limited routes", req: nginxCheck("POST", "/api/../login", "203.0.113.7", nil), status: 400, code: "bad_request"},
 		{name: "read as two limited routes, ;", req: nginxCheck("POST", "/api/..;/login", "203.0.113.7", nil), status: 400, code: "bad_request"},

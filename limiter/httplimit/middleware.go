@@ -210,7 +210,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // urlPath is the path as the request sent it (%-escaped, without the
 // query); it is normalised (NormalizePath) and the method compared without
 // case before any route is matched. Servers that do not normalise (Express,
-// Go's ServeMux) read some paths as another route: /api/..;/login is /login
+// chi) read some paths as another route: /api/..;/login is /login
 // to a servlet container, under /api/ to them. So the path is also read as
 // they read it (only a "/" sent as such separates segments), and when one
 // reading names a route with policies, that route is charged. A path the

@@ -113,11 +113,10 @@ func joinSegments(segments []string) string {
 	return b.String()
 }
 
-// literalPath is p, which NormalizePath accepts, read as Express, Go's
-// ServeMux and nginx's locations read it: only a "/" sent as such separates
-// segments, and ";", "\", an escaped "/" and dot segments are characters of
-// their segment. Empty segments go and letters are folded, as NormalizePath
-// does.
+// literalPath is p, which NormalizePath accepts, read as Express and chi
+// read it: only a "/" sent as such separates segments, and ";", "\", an
+// escaped "/" and dot segments are characters of their segment. Empty
+// segments go and letters are folded, as NormalizePath does.
 func literalPath(p string) string {
 	var segments []string
 	for seg := range strings.SplitSeq(p, "/") {
