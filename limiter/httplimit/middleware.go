@@ -210,9 +210,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // urlPath is the path as the request sent it (%-escaped, without the
 // query); it is normalised (NormalizePath) and the method compared without
 // case before any route is matched. Servers that do not normalise (Express,
-// chi) read some paths as another route: /api/..;/login is /login
-// to a servlet container, under /api/ to them. So the path is also read as
-// they read it (only a "/" sent as such separates segments), and when one
+// chi) read some paths as another route: /api/..;/login is /login to a
+// servlet container, under /api/ to them. So the path is also read as they
+// read it (only a "/" sent as such separates segments), and when one
 // reading names a route with policies, that route is charged. A path the
 // two readings put on two such routes, or that does not normalise, is an
 // error: answer 400, never serve the request unlimited.
