@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -577,4 +578,113 @@ func headerValue(resp *rlsv3.RateLimitResponse, name string) string {
 		}
 	}
 	return ""
+}
+
+// rawRequest sends one request with its request line exactly as given (no
+// client library to clean it) from a loopback address of its own.
+func rawRequest(t *testing.T, from, addr, method, target string, header map[string]string, body string) reply {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 10 * time.Second}
+	conn, err := d.DialContext(t.Context(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	var req strings.Builder
+	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\nContent-Length: %d\r\n", method, target, len(body))
+	for k, v := range header {
+		fmt.Fprintf(&req, "%s: %s\r\n", k, v)
+	}
+	req.WriteString("\r\n" + body)
+	if _, err := io.WriteString(conn, req.String()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return reply{status: res.StatusCode, header: res.Header, body: strings.TrimSpace(string(b))}
+}
+
+// A username locked out by ten failed POST /login stays locked out through
+// the README's nginx config whatever the spelling of the path: every
+// spelling nginx passes on, which a forgiving upstream (Express, a servlet
+// container, IIS) routes to its login handler, is answered 429 with the
+// rate-limit headers and never reaches the upstream; the ones nginx refuses
+// itself, and the ones the check refuses (read as two limited routes, or
+// not decodable), never reach it either. Envoy's path_prefix form, which passes the
+// method as the client sent it, denies "post" too.
+func TestNginxEverySpellingOfALockedLogin(t *testing.T) {
+	conf := readmeBlock(t, "<!-- the nginx config of TestNginxInFront -->")
+	var mu sync.Mutex
+	var reached []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reached = append(reached, r.Method+" "+r.RequestURI)
+		mu.Unlock()
+		w.WriteHeader(http.StatusUnauthorized) // a login handler that routes every spelling: wrong password
+	}))
+	t.Cleanup(up.Close)
+	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig)}, nil)
+	ngx := nginxtest.Start(t, func(listen string) string {
+		return substitute(t, conf,
+			"server 127.0.0.1:8080;", "server "+at.HTTP+";",
+			"proxy_pass http://127.0.0.1:9000;", "proxy_pass "+up.URL+";",
+			"listen 80;", "listen "+listen+";")
+	})
+	victim := map[string]string{"X-Login-User": "victim", "Content-Type": "application/json"}
+	const body = `{"username":"victim","password":"guess"}`
+	for i := range 10 {
+		if r := rawRequest(t, fmt.Sprintf("127.0.3.%d", i+1), ngx.Addr, "POST", "/login", victim, body); r.status != 401 {
+			t.Fatalf("attempt %d: %d %s, want the upstream's 401", i, r.status, r.body)
+		}
+	}
+	mu.Lock()
+	reached = nil
+	mu.Unlock()
+
+	denied := func(r reply) bool {
+		return r.status == 429 && strings.Contains(r.body, `"policy":"login_user"`) && r.header.Get("X-RateLimit-Remaining") == "0" &&
+			r.header.Get("Retry-After") != "" && strings.Contains(r.header.Get("RateLimit-Policy"), `"login_user"`)
+	}
+	for i, target := range []string{"/login", "/login/", "/LOGIN", "/Login/", "/login;x=1", "/login;jsessionid=A1", "/login%2f", "/login%2F",
+		"/login%252f", "//login", "/./login", "/login/.", "/x/../login", "/x/..;/login", "/api%2f..%2flogin", `/login\`, `/api\..\login`,
+		"/login%5C", "/%6Cogin", "/log%C4%B1n", "/login.json", "/login?next=/", "/login%3Fnext=x"} {
+		r := rawRequest(t, fmt.Sprintf("127.0.4.%d", i+1), ngx.Addr, "POST", target, victim, body)
+		if !denied(r) {
+			t.Errorf("POST %s through nginx: %d %v %s, want 429 by login_user with the rate-limit headers", target, r.status, r.header, r.body)
+		}
+	}
+	// nginx refuses these itself (400): a lower-case method, a NUL, a path above the root.
+	for _, rq := range [][2]string{{"post", "/login"}, {"POST", "/login%00"}, {"POST", "/../login"}} {
+		if r := rawRequest(t, "127.0.5.1", ngx.Addr, rq[0], rq[1], victim, body); r.status != 400 {
+			t.Errorf("%s %s through nginx: %d %s, want nginx's own 400", rq[0], rq[1], r.status, r.body)
+		}
+	}
+	// Paths servers read as two limited routes (POST /login to Tomcat, /api/*
+	// to Express) and paths that do not decode: costgate refuses the check,
+	// which nginx answers 500.
+	for _, target := range []string{"/api/../login", "/api/..;/login", "/login%C0%AF", "/login%2525252f"} {
+		if r := rawRequest(t, "127.0.5.2", ngx.Addr, "POST", target, victim, body); r.status != 500 {
+			t.Errorf("POST %s through nginx: %d %s, want 500 (the check refused)", target, r.status, r.body)
+		}
+	}
+	mu.Lock()
+	if len(reached) > 0 {
+		t.Errorf("the upstream was reached by %q", reached)
+	}
+	mu.Unlock()
+
+	// Envoy's path_prefix form: the check's own method and path are the original's.
+	trusted := map[string]string{"X-Forwarded-For": "198.51.100.1", "X-Login-User": "victim"}
+	for _, method := range []string{"POST", "post", "Post"} {
+		for _, path := range []string{"/login", "/LOGIN/", "/login;x=1", "/login%2f"} {
+			if r := rawRequest(t, "127.0.0.1", at.HTTP, method, "/v1/check"+path, trusted, ""); !denied(r) {
+				t.Errorf("%s /v1/check%s: %d %v %s, want 429 by login_user", method, path, r.status, r.header, r.body)
+			}
+		}
+	}
 }

@@ -10,7 +10,9 @@
 // ForwardAuth, Envoy ext_authz over HTTP). The original request is named by
 // X-Forwarded-Method and X-Forwarded-Uri (or X-Original-URI), or, for
 // Envoy's path_prefix, by the check's own method and the path after
-// /v1/check. Its route is matched and charged exactly as httplimit does it;
+// /v1/check. Its route is matched (the path normalised by
+// httplimit.NormalizePath, the method compared without case) and charged
+// exactly as httplimit does it;
 // the answer is 200 or 429 with the body and headers of the middleware, and
 // the rate-limit headers on both so that the gateway can copy them to the
 // client. Only the gateways (identity.trusted_proxies) may ask: anyone else

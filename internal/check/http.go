@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -111,9 +110,10 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 // ?deny_status=403) when a policy denies it, 503 when the store is down and
 // a policy fails closed, 401 for an unknown API key and 400 for a login
 // username it cannot limit by (both charged to the client address first),
-// 400 for a check that does not name its original request, 403 for a peer
-// that is not a gateway. A value the client controls is never answered
-// with a 5xx, which Envoy's ext_authz with failure_mode_allow lets through.
+// 400 for a check that does not name its original request or whose path
+// does not decode, 403 for a peer that is not a gateway. A value the client
+// controls is never answered with a 5xx, which Envoy's ext_authz with
+// failure_mode_allow lets through.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !isGateway(r.RemoteAddr, h.cfg.Gateways) {
 		h.refusals.refused("/v1/check", r.RemoteAddr)
@@ -121,12 +121,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"/v1/check answers only the gateways listed in identity.trusted_proxies")
 		return
 	}
-	orig, denyStatus, err := originalRequest(r)
+	orig, target, denyStatus, err := originalRequest(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 		return
 	}
-	route := h.cfg.Limits.Match(orig.Method, orig.URL.Path)
+	// The one normalisation of the original path, in Match: every spelling
+	// the upstream may route to a limited handler is charged as its route.
+	route, err := h.cfg.Limits.Match(orig.Method, target)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, "the original path: "+err.Error())
+		return
+	}
 	if route == nil || len(route.Policies) == 0 {
 		w.WriteHeader(http.StatusOK)
 		return
@@ -182,61 +188,68 @@ func usernameReason(err error) string {
 }
 
 // originalRequest is the request the gateway asks about, as a request the
-// middleware can limit: the original method, path and host, the check's own
+// middleware can limit: the original method and host, the check's own
 // headers (the gateway forwards the original ones: the API key, the
-// username header, X-Forwarded-For), peer and body. denyStatus is the
-// status a denial is answered with.
-func originalRequest(r *http.Request) (orig *http.Request, denyStatus int, err error) {
+// username header, X-Forwarded-For), peer and body. target is the original
+// path as sent (%-escaped), denyStatus the status a denial is answered with.
+func originalRequest(r *http.Request) (orig *http.Request, target string, denyStatus int, err error) {
 	fwdURI, err := oneOf(r.Header, ForwardedURI, OriginalURI)
 	if err != nil {
-		return nil, 0, err
+		return nil, "", 0, err
 	}
-	method, target := r.Method, ""
+	method := r.Method
 	denyStatus = http.StatusTooManyRequests
 	if fwdURI != "" {
 		// nginx and Traefik: the check's own query is the check's.
 		if denyStatus, err = parseDenyStatus(r.URL.Query()); err != nil {
-			return nil, 0, err
+			return nil, "", 0, err
 		}
 		if method, err = single(r.Header, ForwardedMethod); err != nil {
-			return nil, 0, err
+			return nil, "", 0, err
 		}
 		if method == "" {
-			return nil, 0, fmt.Errorf("%s names the original path but %s is missing: the gateway must send both", forwardedURIName(r.Header), ForwardedMethod)
+			return nil, "", 0, fmt.Errorf("%s names the original path but %s is missing: the gateway must send both", forwardedURIName(r.Header), ForwardedMethod)
 		}
-		if target, err = requestPath(fwdURI); err != nil {
-			return nil, 0, err
+		if target, err = escapedPath(fwdURI); err != nil {
+			return nil, "", 0, err
 		}
 	} else {
 		// Envoy's path_prefix: the original method, the original path after
-		// /v1/check; the query is the original request's, left alone.
-		rest, ok := strings.CutPrefix(r.URL.Path, Path)
+		// /v1/check, as sent (URL.Path is decoded, and URL.EscapedPath may
+		// be re-escaped); the query is the original request's, left alone.
+		uri := r.RequestURI
+		if uri == "" {
+			uri = r.URL.RequestURI() // a request made in process
+		}
+		sent, err := escapedPath(uri)
+		if err != nil {
+			return nil, "", 0, err
+		}
+		rest, ok := strings.CutPrefix(sent, Path)
 		if !ok || rest == "" {
-			return nil, 0, fmt.Errorf("the check names no original request: send %s and %s (or %s), or append the original path to %s",
+			return nil, "", 0, fmt.Errorf("the check names no original request: send %s and %s (or %s), or append the original path to %s",
 				ForwardedMethod, ForwardedURI, OriginalURI, Path)
 		}
 		if !strings.HasPrefix(rest, "/") {
-			return nil, 0, fmt.Errorf("the original path after %s must start with /", Path)
+			return nil, "", 0, fmt.Errorf("the original path after %s must start with /", Path)
 		}
-		if target, err = cleanPath(rest); err != nil {
-			return nil, 0, err
-		}
+		target = rest
 	}
 	if !isMethod(method) {
-		return nil, 0, fmt.Errorf("%q is not an HTTP method", truncate(method))
+		return nil, "", 0, fmt.Errorf("%q is not an HTTP method", truncate(method))
 	}
 	host := r.Host
 	if h, err := single(r.Header, ForwardedHost); err != nil {
-		return nil, 0, err
+		return nil, "", 0, err
 	} else if h != "" {
 		host = h
 	}
 	orig = r.WithContext(r.Context())
 	orig.Method = method
-	orig.URL = &url.URL{Path: target}
+	orig.URL = &url.URL{Opaque: target} // as sent: Match normalises it
 	orig.Host = host
 	orig.RequestURI = ""
-	return orig, denyStatus, nil
+	return orig, target, denyStatus, nil
 }
 
 func forwardedURIName(h http.Header) string {
@@ -296,10 +309,10 @@ func parseDenyStatus(q url.Values) (int, error) {
 	return 0, fmt.Errorf("deny_status must be 429 (the default) or 403, got %q", truncate(strings.Join(vs, ",")))
 }
 
-// requestPath is the path of a request-target as a gateway passes it
-// ($request_uri: "/a/b?q=1"; absolute form "http://host/a/b"),
-// percent-decoded and cleaned as the upstream's router will see it.
-func requestPath(uri string) (string, error) {
+// escapedPath is the path of a request-target as a gateway passes it
+// ($request_uri: "/a/b?q=1"; absolute form "http://host/a/b"), still
+// %-escaped: Match decodes and normalises it.
+func escapedPath(uri string) (string, error) {
 	if len(uri) > MaxURIBytes {
 		return "", fmt.Errorf("the original URI is longer than %d bytes", MaxURIBytes)
 	}
@@ -317,25 +330,7 @@ func requestPath(uri string) (string, error) {
 	if i := strings.IndexAny(raw, "?#"); i >= 0 {
 		raw = raw[:i]
 	}
-	p, err := url.PathUnescape(raw)
-	if err != nil {
-		return "", fmt.Errorf("the original path %q has a bad %%-escape", truncate(raw))
-	}
-	return cleanPath(p)
-}
-
-// cleanPath resolves dot segments and repeated slashes and keeps a trailing
-// slash, as Go's ServeMux does before routing: /api/../login is limited as
-// /login, the request the upstream serves. Control characters are refused.
-func cleanPath(p string) (string, error) {
-	if strings.ContainsFunc(p, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
-		return "", errors.New("control character in the original path")
-	}
-	np := path.Clean(p)
-	if strings.HasSuffix(p, "/") && np != "/" {
-		np += "/"
-	}
-	return np, nil
+	return raw, nil
 }
 
 // isMethod reports an RFC 9110 token of at most 32 bytes.

@@ -106,7 +106,11 @@ func TestCheckNamesTheOriginalRequest(t *testing.T) {
 		{name: "Envoy path_prefix, its own method", req: checkReq{method: "POST", target: "/v1/check/login",
 			header: map[string]string{"X-Login-User": "alice"}}, status: 200, policy: "login_ip"},
 		{name: "Envoy path_prefix, the query is the original's", req: checkReq{target: "/v1/check/api/products?deny_status=7"}, status: 200, policy: "api"},
-		{name: "dot segments resolved", req: nginxCheck("POST", "/api/../login", "203.0.113.7", map[string]string{"X-Login-User": "alice"}), status: 200, policy: "login_ip"},
+		{name: "dot segments resolved", req: nginxCheck("POST", "/x/../login", "203.0.113.7", map[string]string{"X-Login-User": "alice"}), status: 200, policy: "login_ip"},
+		// Express and chi leave /api/.. under /api/: charged there.
+		{name: "dot segments, read literally", req: nginxCheck("GET", "/api/../healthz", "203.0.113.7", nil), status: 200, policy: "api"},
+		{name: "read as two limited routes", req: nginxCheck("POST", "/api/../login", "203.0.113.7", nil), status: 400, code: "bad_request"},
+		{name: "read as two limited routes, ;", req: nginxCheck("POST", "/api/..;/login", "203.0.113.7", nil), status: 400, code: "bad_request"},
 		{name: "percent-decoded", req: nginxCheck("GET", "/%61pi/products", "203.0.113.7", nil), status: 200, policy: "api"},
 		{name: "repeated slashes", req: nginxCheck("GET", "//api//products", "203.0.113.7", nil), status: 200, policy: "api"},
 		{name: "absolute form", req: nginxCheck("GET", "http://shop.example/api/products?x=1", "203.0.113.7", nil), status: 200, policy: "api"},
@@ -384,5 +388,60 @@ func TestCheckHeaderPartAndShadow(t *testing.T) {
 		if w.Code != 200 || w.Header().Get("RateLimit-Policy") != "" {
 			t.Errorf("shadow %d: %d %v", i, w.Code, w.Header())
 		}
+	}
+}
+
+// With a username locked out by ten failed POST /login, every spelling of
+// POST /login an upstream may route to its login handler is denied, through
+// both forms of the check, and charged to the one route key; a path that
+// does not decode is refused, never let through.
+func TestCheckEverySpellingOfALockedRoute(t *testing.T) {
+	perRoute := &limiter.Policy{Name: "per_route", Algorithm: limiter.SlidingLog, Limit: 1000, Period: time.Hour,
+		Key: []string{identity.PartRoute}, OnStoreError: limiter.FailDeny}
+	rg := newRig(t, rigOpts{routes: []httplimit.Route{
+		{Pattern: "POST /login", Policies: []*limiter.Policy{loginIP(), loginUser(), perRoute}},
+	}})
+	h := rg.handler(t, "X-Login-User")
+	victim := map[string]string{"X-Login-User": "victim"}
+	for i := range 10 {
+		if w := serve(h, nginxCheck("POST", "/login", fmt.Sprintf("203.0.113.%d", i+1), victim)); w.Code != 200 {
+			t.Fatalf("attempt %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	spellings := []string{"/login/", "/LOGIN", "/login;x=1", "/login%2f", "/login%2F", "/Login%252F", "//login", "/./login",
+		"/api/../login", "/api/..;/login", "/login%3Fx=1", `/\login`, `/api\..\login`, "/login%5c", "/%6Cogin", "/%u006Cogin", "/log%C4%B1n", "/login.json"}
+	denied := func(t *testing.T, name string, w *httptest.ResponseRecorder) {
+		t.Helper()
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("X-RateLimit-Remaining") != "0" || w.Header().Get("Retry-After") == "" ||
+			!strings.Contains(w.Header().Get("RateLimit-Policy"), `"login_user"`) || decodeError(t, w).Policy != "login_user" {
+			t.Errorf("%s: %d %v %s, want 429 by login_user with the rate-limit headers", name, w.Code, w.Header(), w.Body)
+		}
+	}
+	for i, p := range spellings {
+		client := fmt.Sprintf("198.51.100.%d", i+1)
+		denied(t, "POST "+p+" (X-Forwarded-Uri)", serve(h, nginxCheck("POST", p, client, victim)))
+		for _, method := range []string{"POST", "post", "Post"} {
+			if strings.Contains(p, "%u") {
+				continue // Go's server refuses IIS's escape before the check sees it
+			}
+			denied(t, method+" /v1/check"+p+" (Envoy)", serve(h, checkReq{method: method, target: check.Path + p,
+				header: map[string]string{"X-Login-User": "victim", "X-Forwarded-For": client}}))
+		}
+		denied(t, "post "+p+" (X-Forwarded-Uri)", serve(h, nginxCheck("post", p, client, victim)))
+	}
+	for _, p := range []string{"/login%C0%AF", "/login%00", "/login%ff", "/login%2525252f", "/login%zz"} {
+		if w := serve(h, nginxCheck("POST", p, "192.0.2.1", victim)); w.Code != http.StatusBadRequest {
+			t.Errorf("POST %s: %d %s, want 400", p, w.Code, w.Body)
+		}
+	}
+	// One route key, whichever spelling: per_route has one state in the store.
+	states := map[string]bool{}
+	for _, k := range rg.keys(t) {
+		if tag := k[strings.IndexByte(k, '{')+1 : strings.IndexByte(k, '}')]; strings.HasPrefix(tag, "per_route:") {
+			states[tag] = true
+		}
+	}
+	if len(states) != 1 || !states["per_route:POST /login"] {
+		t.Errorf("per_route states %v, want the one of POST /login", states)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -168,13 +169,14 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 	}
 
 	var rest *httplimit.Middleware
+	var chk http.Handler
 	if len(cfg.Routes) > 0 {
 		if rest, err = httplimit.New(httplimit.Config{Limiter: st.limiter, Identity: ids, Routes: cfg.HTTPRoutes(policies)}); err != nil {
 			return nil, nil, err
 		}
 		// The same routes for gateways in front of services in any
 		// language, in proxy mode too.
-		chk := http.Handler(http.HandlerFunc(check.RefuseAll))
+		chk = http.HandlerFunc(check.RefuseAll)
 		if gateways := cfg.TrustedPrefixes(); len(gateways) > 0 {
 			if chk, err = check.NewHandler(check.HTTPConfig{Limits: rest, Identity: ids, Gateways: gateways,
 				UsernameHeader: cfg.Gateway.UsernameHeader, Logger: s.logger}); err != nil {
@@ -232,6 +234,12 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "no such route"})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		// chi knows only the standard methods; Envoy's path_prefix check
+		// carries the client's method, whatever it is ("post", PROPFIND).
+		if p := r.URL.Path; chk != nil && (p == check.Path || strings.HasPrefix(p, check.Path+"/")) {
+			chk.ServeHTTP(w, r)
+			return
+		}
 		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method_not_allowed", "message": r.Method + " is not allowed here"})
 	})
 	return r, rls, nil

@@ -7,6 +7,13 @@
 // A [Route] pattern is the config file's syntax: "METHOD /path" or "/path",
 // the path ending in "/*" to match everything below it. Routes are matched
 // in order, first match wins; a request no route matches is not limited.
+// A request's path is matched as [NormalizePath] spells it (decoded, dot
+// segments resolved, without repeated or trailing slashes, ;parameters or
+// case), and its method in upper case: every spelling of a limited path that
+// a forgiving backend routes to its handler is charged as that route, to the
+// one `route` key. The path is also read as servers that do not normalise
+// read it ([Middleware.Match]); a path that does not decode, or that the
+// two readings put on two different limited routes, is refused with 400.
 // [New] refuses what would limit nothing or fail later: no routes, routes
 // without policies, a policy without a key or that does not validate, a
 // route an earlier one shadows.

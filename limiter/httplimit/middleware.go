@@ -174,10 +174,18 @@ func New(cfg Config) (*Middleware, error) {
 // Handler limits the requests that match a route; it fits chi.Router.Use
 // and r.With. Used after chi has routed the request (in a Group or With),
 // the `route` key part is chi's route pattern; used before, it is the
-// matched Route's path.
+// matched Route's path. A path NormalizePath refuses is answered 400.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rt := m.match(r.Method, r.URL.Path)
+		// chi itself routes the path exactly, but what reaches a route may be
+		// another spelling of it (middleware.StripSlashes rewrites the path
+		// chi routes, other routers fold case): matching the normalised path
+		// charges every spelling, and costs nothing on a path already normal.
+		rt, err := m.match(r.Method, r.URL.EscapedPath())
+		if err != nil {
+			writeError(w, http.StatusBadRequest, errorBody{Error: errorCode(http.StatusBadRequest), Message: err.Error()})
+			return
+		}
 		if rt == nil || len(rt.Policies) == 0 {
 			next.ServeHTTP(w, r)
 			return
@@ -198,15 +206,47 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// Match returns the route a request for method and path matches, or nil.
-func (m *Middleware) Match(method, urlPath string) *Route {
-	if c := m.match(method, urlPath); c != nil {
-		return &c.Route
+// Match returns the route a request for method and urlPath matches, or nil.
+// urlPath is the path as the request sent it (%-escaped, without the
+// query); it is normalised (NormalizePath) and the method compared without
+// case before any route is matched. Servers that do not normalise (Express,
+// chi) read some paths as another route: /api/..;/login is /login to a
+// servlet container, under /api/ to them. So the path is also read as they
+// read it (only a "/" sent as such separates segments), and when one
+// reading names a route with policies, that route is charged. A path the
+// two readings put on two such routes, or that does not normalise, is an
+// error: answer 400, never serve the request unlimited.
+func (m *Middleware) Match(method, urlPath string) (*Route, error) {
+	c, err := m.match(method, urlPath)
+	if c == nil {
+		return nil, err
 	}
-	return nil
+	return &c.Route, nil
 }
 
-func (m *Middleware) match(method, urlPath string) *compiled {
+func (m *Middleware) match(method, urlPath string) (*compiled, error) {
+	p, err := NormalizePath(urlPath)
+	if err != nil {
+		return nil, err
+	}
+	method = normalizeMethod(method)
+	rt := m.first(method, p)
+	if p == urlPath {
+		return rt, nil // already normal: every reading is this one
+	}
+	literal := m.first(method, literalPath(urlPath))
+	switch {
+	case !literal.charges() || literal == rt:
+		return rt, nil
+	case !rt.charges():
+		return literal, nil
+	}
+	return nil, fmt.Errorf("path %q is %q to some servers and %q to others: refused, as it cannot be charged as one route",
+		truncate(urlPath), rt.Pattern, literal.Pattern)
+}
+
+// first is the first route that matches a normalised method and path.
+func (m *Middleware) first(method, urlPath string) *compiled {
 	for i := range m.routes {
 		if m.routes[i].matches(method, urlPath) {
 			return &m.routes[i]
@@ -214,6 +254,8 @@ func (m *Middleware) match(method, urlPath string) *compiled {
 	}
 	return nil
 }
+
+func (c *compiled) charges() bool { return c != nil && len(c.Policies) > 0 }
 
 // Limit charges the request's route policies to id, writes the rate-limit
 // headers, and answers a denial (429, or 503 when the store is down and a
@@ -254,13 +296,14 @@ func (m *Middleware) RefuseUsername(w http.ResponseWriter, r *http.Request, id *
 }
 
 // RouteName is the route key part of a request for method matched by route
-// when no router has routed it (a gateway's check): the method and the
-// route's path.
+// when no router has routed it (a gateway's check): the route's method (or
+// the request's, in upper case, for a route of every method) and the
+// route's path, so that every spelling of a path is charged to one key.
 func (m *Middleware) RouteName(method string, route *Route) string {
 	if rt := m.compiledFor(route); rt != nil {
-		return method + " " + rt.fallbackRoute
+		return rt.routeMethod(method) + " " + rt.fallbackRoute
 	}
-	return method + " " + route.Pattern
+	return normalizeMethod(method) + " " + route.Pattern
 }
 
 // limit is Limit; username, when not nil, is the login username as given.
@@ -286,7 +329,7 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.
 
 func (m *Middleware) routeKeyPart(r *http.Request, id *identity.Identity, rt *compiled) {
 	if rt.needsRoute && id.Route == "" {
-		id.Route = r.Method + " " + routePattern(r, rt.fallbackRoute)
+		id.Route = rt.routeMethod(r.Method) + " " + routePattern(r, rt.fallbackRoute)
 	}
 }
 

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"fmt"
+	"net/http"
 	"path"
 	"strings"
 	"unicode"
@@ -13,8 +14,11 @@ import (
 type Route struct {
 	// Pattern is "METHOD /path" or "/path" (any method). A path ending in
 	// "/*" matches that directory and everything below it ("/api/*" matches
-	// "/api/" and "/api/products/7", not "/api"); any other path matches
-	// exactly. This is the config file's `match` syntax.
+	// "/api", "/api/" and "/api/products/7", not "/apis"); any other path
+	// matches that path and its format suffixes ("/login" matches "/login"
+	// and "/login.json"). Both are compared with the request's path as
+	// NormalizePath spells it, so without case and trailing slashes. This is
+	// the config file's `match` syntax.
 	Pattern string
 	// Policies are charged in order, all or nothing. An empty list exempts
 	// the route from later, broader routes.
@@ -26,6 +30,7 @@ type rule struct {
 	method string // "" for every method
 	path   string // exact path, or with prefix the directory, ending in "/"
 	prefix bool
+	match  string // path as NormalizePath spells it: what requests are matched against
 }
 
 // ParseRoute parses a route pattern (see Route.Pattern).
@@ -63,6 +68,8 @@ func parseRule(s string) (rule, error) {
 		return r, fmt.Errorf("%q: path parameters are not supported; match a prefix with /*", s)
 	case strings.ContainsAny(p, "?#"):
 		return r, fmt.Errorf("%q: a path has no query or fragment", s)
+	case strings.ContainsAny(p, `%;\`):
+		return r, fmt.Errorf(`%q: %%, ; and \ have no place in a pattern: it is matched against the path decoded, without ;parameters, with / for \`, s)
 	case strings.ContainsFunc(p, unicode.IsControl):
 		return r, fmt.Errorf("%q: control character in path", s)
 	}
@@ -70,29 +77,69 @@ func parseRule(s string) (rule, error) {
 		return r, fmt.Errorf("%q: path is not clean (want %q)", s, path.Clean(trimmed))
 	}
 	r.path = p
+	match, err := NormalizePath(p)
+	if err != nil {
+		return r, fmt.Errorf("%q: %w", s, err)
+	}
+	r.match = match
 	return r, nil
 }
 
+// matches reports whether a request for method and urlPath, both
+// normalised (normalizeMethod, NormalizePath), matches r.
 func (r rule) matches(method, urlPath string) bool {
-	if r.method != "" && r.method != method {
+	return r.matchesMethod(method) && r.matchesPath(urlPath)
+}
+
+// matchesMethod: a GET route matches HEAD too, as net/http's ServeMux,
+// Express, Rails and Spring route HEAD to the GET handler.
+func (r rule) matchesMethod(method string) bool {
+	return r.method == "" || r.method == method || r.method == http.MethodGet && method == http.MethodHead
+}
+
+func (r rule) matchesPath(p string) bool {
+	switch {
+	case r.match == "/":
+		return r.prefix || p == "/"
+	case !strings.HasPrefix(p, r.match):
 		return false
+	case len(p) == len(r.match):
+		return true
+	case r.prefix:
+		return p[len(r.match)] == '/'
 	}
-	if r.prefix {
-		return strings.HasPrefix(urlPath, r.path)
-	}
-	return urlPath == r.path
+	// A format suffix: Rails and older Spring route /login.json to /login.
+	return p[len(r.match)] == '.' && !strings.Contains(p[len(r.match):], "/")
 }
 
 // covers reports whether every request b matches is matched by r.
 func (r rule) covers(b rule) bool {
-	if r.method != "" && r.method != b.method {
+	if r.method != "" && r.method != b.method && !(r.method == http.MethodGet && b.method == http.MethodHead) {
 		return false
 	}
-	if r.prefix {
-		return strings.HasPrefix(b.path, r.path)
+	switch {
+	case !r.prefix:
+		return !b.prefix && r.matchesPath(b.match)
+	case b.prefix || r.match == "/":
+		return r.matchesPath(b.match)
 	}
-	return !b.prefix && r.path == b.path
+	// b also matches its format suffixes, which r matches only below its directory.
+	return r.matchesPath(b.match) && b.match != r.match
 }
+
+// routeMethod is the method of the route key part for a request r matched:
+// the route's own method (HEAD is charged as the GET it is served as), else
+// the request's in upper case.
+func (r rule) routeMethod(method string) string {
+	if r.method != "" {
+		return r.method
+	}
+	return normalizeMethod(method)
+}
+
+// normalizeMethod is method in upper case: a router that compares methods
+// without case (or a gateway that passes "post" on) serves "post" as POST.
+func normalizeMethod(method string) string { return strings.ToUpper(method) }
 
 // Covers reports whether pattern a, placed first, matches every request
 // pattern b would (so that b never matches). Both must parse.
@@ -102,8 +149,15 @@ func Covers(a, b string) bool {
 	return err1 == nil && err2 == nil && ra.covers(rb)
 }
 
-// Matches reports whether pattern (which must parse) matches a request.
+// Matches reports whether pattern (which must parse) matches a request for
+// method and urlPath, as sent, in either reading of the path (see
+// Middleware.Match); a path NormalizePath refuses matches nothing.
 func Matches(pattern, method, urlPath string) bool {
 	r, err := parseRule(pattern)
-	return err == nil && r.matches(method, urlPath)
+	if err != nil {
+		return false
+	}
+	p, err := NormalizePath(urlPath)
+	method = normalizeMethod(method)
+	return err == nil && (r.matches(method, p) || r.matches(method, literalPath(urlPath)))
 }

@@ -16,13 +16,13 @@ func TestParseRoute(t *testing.T) {
 		miss         []string
 	}{
 		{"POST /login", "POST", "/login", false,
-			[]string{"POST /login"}, []string{"GET /login", "POST /login/", "POST /login/x"}},
+			[]string{"POST /login", "POST /login/"}, []string{"GET /login", "POST /login/x"}},
 		{"/api/*", "", "/api/", true,
-			[]string{"GET /api/", "DELETE /api/products/7"}, []string{"GET /api", "GET /apis"}},
+			[]string{"GET /api/", "GET /api", "DELETE /api/products/7"}, []string{"GET /apis"}},
 		{"GET /*", "GET", "/", true,
 			[]string{"GET /", "GET /anything"}, []string{"POST /"}},
 		{"  PATCH   /a/b/  ", "PATCH", "/a/b/", false,
-			[]string{"PATCH /a/b/"}, []string{"PATCH /a/b"}},
+			[]string{"PATCH /a/b/", "PATCH /a/b"}, []string{"PATCH /a/b/c"}},
 	} {
 		t.Run(tc.pattern, func(t *testing.T) {
 			method, path, prefix, err := httplimit.ParseRoute(tc.pattern)
@@ -46,12 +46,30 @@ func TestParseRoute(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{"", "api/*", "get /x", "/a/*/b", "/api*", "GET /a b", "/products/{id}", "/a//b", "/a?b"} {
+	for _, bad := range []string{"", "api/*", "get /x", "/a/*/b", "/api*", "GET /a b", "/products/{id}", "/a//b", "/a?b", "/a%2fb", "/a;b", `/a\b`} {
 		if _, _, _, err := httplimit.ParseRoute(bad); err == nil {
 			t.Errorf("ParseRoute(%q) accepted", bad)
 		}
 	}
 	if !httplimit.Covers("/api/*", "GET /api/products") || httplimit.Covers("GET /api/*", "/api/x") {
 		t.Error("Covers gets shadowing wrong")
+	}
+	// Patterns are compared as requests are: without case or trailing slash.
+	for _, tc := range []struct {
+		a, b   string
+		covers bool
+	}{
+		{"POST /login", "POST /Login/", true},
+		{"POST /login", "POST /login.json", true},
+		{"GET /api/products", "HEAD /api/products", true},
+		{"HEAD /api/products", "GET /api/products", false},
+		{"/API/*", "GET /api/products", true},
+		{"/api/*", "GET /api", false}, // which also matches /api.json
+		{"/api/*", "/api/v2/*", true},
+		{"POST /login.json", "POST /login", false},
+	} {
+		if got := httplimit.Covers(tc.a, tc.b); got != tc.covers {
+			t.Errorf("Covers(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.covers)
+		}
 	}
 }

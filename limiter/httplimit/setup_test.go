@@ -80,7 +80,7 @@ func TestNewRefusesSetupsThatLimitNothing(t *testing.T) {
 	}
 }
 
-// The config file's syntax is the library's: "/api/*" limits what is below /api/.
+// The config file's syntax is the library's: "/api/*" limits /api and what is below it.
 func TestRoutePatternsAreTheConfigSyntax(t *testing.T) {
 	p := &limiter.Policy{Name: "api", Algorithm: limiter.FixedWindow, Limit: 2, Period: time.Hour, Key: []string{"ip"}}
 	mw, err := httplimit.New(httplimit.Config{Limiter: memLimiter(t), Identity: resolver(t, identity.Config{}),
@@ -90,13 +90,13 @@ func TestRoutePatternsAreTheConfigSyntax(t *testing.T) {
 	}
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	codes := ""
-	for _, path := range []string{"/api/a", "/api/b/c", "/api/d", "/apis", "/api"} {
+	for _, path := range []string{"/api/a", "/API/b/c", "/api", "/apis", "/api/d"} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
 		codes += fmt.Sprint(w.Code, " ")
 	}
-	if codes != "200 200 429 200 200 " {
-		t.Errorf("statuses %q, want the third /api/ request denied and /apis, /api unlimited", codes)
+	if codes != "200 200 429 200 429 " {
+		t.Errorf("statuses %q, want the third and later /api requests denied and /apis unlimited", codes)
 	}
 }
 

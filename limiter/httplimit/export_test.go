@@ -1,0 +1,4 @@
+package httplimit
+
+// FoldRune is foldRune, for the exhaustive test of every rune.
+var FoldRune = foldRune
