@@ -19,6 +19,7 @@ type metrics struct {
 	graphqlCost   *prometheus.HistogramVec
 	rejections    *prometheus.CounterVec
 	evictions     prometheus.Counter
+	operations    *operationMetrics
 }
 
 func newMetrics() *metrics {
@@ -53,6 +54,7 @@ func newMetrics() *metrics {
 	}
 	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.rejections, m.evictions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.operations = newOperationMetrics(m.registry)
 	return m
 }
 
