@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -27,6 +28,12 @@ func serve(t *testing.T, yaml string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
+	return serveHandler(t, s)
+}
+
+// serveHandler serves s on a real listener and returns its URL.
+func serveHandler(t *testing.T, s *Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -152,5 +159,36 @@ func BenchmarkOperationMetrics(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.operations.observe(ev)
+	}
+}
+
+// A reload applies graphql.metrics.max_operations: a smaller one keeps the
+// most frequent names and deletes the others' series.
+func TestOperationMetricsReload(t *testing.T) {
+	cfg, err := config.Parse("test.yaml", []byte(operationsConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	url := serveHandler(t, s)
+	for i, name := range []string{"Rare", "Common", "Frequent"} {
+		for range 2 * (i + 1) {
+			postOperation(t, url, "query "+name+" { __typename }")
+		}
+	}
+	smaller, err := config.Parse("test.yaml", []byte(strings.Replace(operationsConfig, "max_operations: 10", "max_operations: 2", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(smaller); err != nil {
+		t.Fatal(err)
+	}
+	names := metricstest.Scrape(t, url+"/metrics").LabelValues("costgate_graphql_operation_", "operation")
+	if !names["Frequent"] || !names["Common"] || names["Rare"] || len(names) != 4 {
+		t.Errorf("after max_operations 10 → 2: labels %v, want Frequent, Common, anonymous, other", names)
 	}
 }
