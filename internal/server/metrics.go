@@ -13,13 +13,13 @@ import (
 // metrics are the server's Prometheus metrics, on a registry of their own.
 type metrics struct {
 	registry      *prometheus.Registry
+	operations    *operationMetrics // per GraphQL operation; made by New
 	decisions     *prometheus.CounterVec
 	checkDuration *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec
 	graphqlCost   *prometheus.HistogramVec
 	rejections    *prometheus.CounterVec
 	evictions     prometheus.Counter
-	operations    *operationMetrics
 }
 
 func newMetrics() *metrics {
@@ -54,7 +54,6 @@ func newMetrics() *metrics {
 	}
 	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.rejections, m.evictions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.operations = newOperationMetrics(m.registry)
 	return m
 }
 

@@ -154,6 +154,7 @@ func TestOperationMetricsLaterFrequentName(t *testing.T) {
 // The per-operation metrics of a known name cost no allocation.
 func BenchmarkOperationMetrics(b *testing.B) {
 	m := newMetrics()
+	m.operations = newOperationMetrics(m.registry)
 	ev := gqllimit.OperationEvent{Name: "GetProducts", Estimated: 42, Actual: 30, HasActual: true}
 	m.operations.observe(ev)
 	b.ReportAllocs()

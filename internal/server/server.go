@@ -52,6 +52,7 @@ type Server struct {
 // New builds the server for cfg.
 func New(cfg *config.Config, logger *slog.Logger) (*Server, error) {
 	s := &Server{logger: logger, metrics: newMetrics()}
+	s.metrics.operations = newOperationMetrics(s.metrics.registry)
 	s.metrics.registry.MustRegister(newStoreStateCollector(s))
 	st, err := newState(cfg, s.metrics, logger)
 	if err != nil {
