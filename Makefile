@@ -37,6 +37,16 @@ deps:
 		fi; \
 	fi
 
+	@# deploy's tests check the alert rules with promtool, from Debian's prometheus package.
+	@if ! command -v promtool >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing promtool (apt-get install prometheus)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
+		else \
+			echo "the tests need promtool: sudo apt-get install -y prometheus" >&2; exit 1; \
+		fi; \
+	fi
+
 vet:
 	$(GO) vet ./...
 

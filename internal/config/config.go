@@ -247,6 +247,8 @@ type GraphQLConfig struct {
 	MaxBodyBytes      int64  `yaml:"max_body_bytes"`
 	Refund            bool   `yaml:"refund"`
 	InputObjectCost   int64  `yaml:"input_object_cost"`
+	// Metrics bounds the per-operation metrics.
+	Metrics GraphQLMetricsConfig `yaml:"metrics"`
 	// PersistedQueries serves Automatic Persisted Queries (Apollo's
 	// extensions.persistedQuery protocol), embedded and in proxy mode.
 	PersistedQueries bool `yaml:"persisted_queries"`

@@ -341,6 +341,7 @@ func (v *validator) graphql() {
 	if g.Path == "" {
 		return // no GraphQL served
 	}
+	v.graphqlMetrics()
 	if !strings.HasPrefix(g.Path, "/") || strings.ContainsAny(g.Path, "*{}?# ") {
 		v.fail("graphql.path", "want a plain path such as /graphql, got %q", g.Path)
 	}

@@ -13,6 +13,7 @@ import (
 // metrics are the server's Prometheus metrics, on a registry of their own.
 type metrics struct {
 	registry      *prometheus.Registry
+	operations    *operationMetrics // per GraphQL operation; made by New
 	decisions     *prometheus.CounterVec
 	checkDuration *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec

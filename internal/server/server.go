@@ -60,6 +60,8 @@ type Server struct {
 // New builds the server for cfg.
 func New(cfg *config.Config, logger *slog.Logger) (*Server, error) {
 	s := &Server{logger: logger, metrics: newMetrics()}
+	s.metrics.operations = newOperationMetrics(s.metrics.registry)
+	s.metrics.registry.MustRegister(newStoreStateCollector(s))
 	st, err := newState(cfg, s.metrics, logger)
 	if err != nil {
 		return nil, err
@@ -198,6 +200,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 		if err != nil {
 			return nil, nil, err
 		}
+		s.metrics.operations.configure(cfg.GraphQL.Metrics.MaxOperations)
 		r.Handle(cfg.GraphQL.Path, gql)
 		// The GraphiQL playground, its assets embedded: it works with no
 		// internet. The demo opens with a query and a demo key, so that the
@@ -271,6 +274,7 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 		Limits:            cfg.GraphQLLimits(),
 		OnCost:            func(kind string, cost int64) { s.metrics.graphqlCost.WithLabelValues(kind).Observe(float64(cost)) },
 		OnRejection:       func(code string) { s.metrics.rejections.WithLabelValues(code).Inc() },
+		OnOperation:       s.metrics.operations.observe,
 		Logger:            s.logger,
 	}
 	if cfg.GraphQL.PersistedQueries {

@@ -42,7 +42,9 @@
 // turned away before validation (depth, aliases, fields) are priced from the
 // document as it stands when the pricing can read it; validation failures
 // are not priced. Each rejection is reported to [Config.OnRejection], in
-// [Measure] mode also the ones enforcement would have made.
+// [Measure] mode also the ones enforcement would have made, and each
+// operation, with its name, estimated and actual cost and rejection code,
+// to [Config.OnOperation].
 //
 // The Costgate-Dry-Run header prices without charging or executing and
 // answers data null; a root rateLimit(dryRun: true) field (GitHub's) does the

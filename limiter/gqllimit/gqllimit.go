@@ -70,6 +70,12 @@ type Config struct {
 	// the code enforcement would have answered (cost, depth, aliases, fields,
 	// throttling), though the operation runs.
 	OnRejection func(code string)
+	// OnOperation, when set, is called once per operation whose document
+	// parsed, when costgate is done with it (dry runs excepted), with its
+	// name, its estimated and actual cost and its rejection code: for
+	// per-operation metrics. Rejections before the document parsed (body,
+	// batch, parse errors) have no operation and reach OnRejection alone.
+	OnOperation func(OperationEvent)
 	// PersistedQueries turns on Automatic Persisted Queries (Apollo's
 	// extensions.persistedQuery protocol): a query sent with its sha256Hash
 	// is registered once its hash checks out, and later requests may send
@@ -268,6 +274,7 @@ type state struct {
 	priced     bool
 	admitted   bool   // admitted to run: an error after this is not a rejection
 	rejected   bool   // the rejection was recorded
+	code       string // and its code
 	wouldBe    string // Measure mode: the first rejection enforcement would have answered
 	stats      Stats
 	decision   limiter.Decision // the charge (or, when nothing was charged, a peek), for the refund and the headers
@@ -440,6 +447,7 @@ func (l *Limiter) rejected(ctx context.Context, st *state, e *Error) {
 			return
 		}
 		st.rejected = true
+		st.code = e.Code
 		st.status = e.Status
 		if st.op != nil && st.id != nil && !st.stats.HasBucket {
 			l.peek(ctx, st)

@@ -75,6 +75,7 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		if st.admitted {
 			l.register(r.Context(), st.register, st.op.Query)
 		}
+		l.reportOperation(st)
 	})
 }
 
@@ -88,6 +89,7 @@ func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, st *state, e *Err
 	sw := &statusWriter{ResponseWriter: w, st: st, l: l}
 	writeError(sw, e, st)
 	sw.flush()
+	l.reportOperation(st)
 }
 
 // prepare reads and checks the request. It returns the request's state, the
