@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The layout of SPEC §1: gqllimit knows nothing of httplimit (identity is
+// The layout the README describes: gqllimit knows nothing of httplimit (identity is
 // its own part), and the root package holds only the command.
 func TestLayout(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "./limiter/gqllimit").CombinedOutput()

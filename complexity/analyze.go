@@ -35,7 +35,7 @@ type FieldCost struct {
 }
 
 // Analyze prices the named operation of doc (the only one, when operationName is empty)
-// with the given variables, as SPEC §4 defines it:
+// with the given variables, as the README's "GraphQL cost" defines it:
 //
 //	cost(f) = argCost(f) + n(f) × (w(f) + Σ cost(children))
 //

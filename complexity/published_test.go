@@ -190,7 +190,7 @@ func TestPublishedApolloNestedSizedFields(t *testing.T) {
 // User 4, Post 3, Comment 2, Item 2 and field weights text 1, id 1 as there.
 //   - "nested lists with slicing arguments": 640 = 10 × (4 + 5 × (3 + 3 × (2 + 1))); agrees.
 //   - "zero slicing argument falls back to assumedSize": Cosmo 60 = 20 × (2 + 1); costgate
-//     prices first: 0 as 0 items (SPEC: values clamp at 0), so 0. Differs.
+//     prices first: 0 as 0 items (costgate: values clamp at 0), so 0. Differs.
 //   - "negative slicing argument falls back to assumedSize": Cosmo 75 = 25 × (2 + 1);
 //     costgate clamps -5 to 0 items: 0. Differs.
 const cosmoListsSDL = `

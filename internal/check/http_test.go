@@ -164,7 +164,7 @@ func TestCheckNamesTheOriginalRequest(t *testing.T) {
 }
 
 // The burst through the check: 150 at once, each with the headers of the
-// state it left, then 429 with Retry-After and the body of SPEC §3; with
+// state it left, then 429 with Retry-After and the body of the README's "REST and login limits"; with
 // deny_status=403 the same denial as 403, its body also in a header for
 // nginx. A denial charges nothing.
 func TestCheckBurst(t *testing.T) {

@@ -60,7 +60,7 @@ func TestDemoConfig(t *testing.T) {
 		for name, p := range policies {
 			t.Logf("got %s: %+v", name, *p)
 		}
-		t.Errorf("LimiterPolicies() differs from SPEC §5")
+		t.Errorf("LimiterPolicies() differs from the README's demo config")
 	}
 
 	wantRoutes := []httplimit.Route{

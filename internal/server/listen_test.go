@@ -18,7 +18,7 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// SPEC §5's deadlines, on the server the command runs.
+// The README's connection deadlines, on the server the command runs.
 func TestHTTPServerDeadlines(t *testing.T) {
 	hs := HTTPServer(http.NotFoundHandler(), slog.New(slog.DiscardHandler))
 	for _, d := range []struct {
@@ -45,7 +45,7 @@ func TestSlowReaderIsCutOff(t *testing.T) {
 		_, err := w.Write(big)
 		writeErr <- err
 	}), slog.New(slog.DiscardHandler))
-	hs.WriteTimeout = 300 * time.Millisecond // the test's own, shorter than SPEC's 30 s
+	hs.WriteTimeout = 300 * time.Millisecond // the test's own, shorter than the server's 30 s
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

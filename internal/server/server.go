@@ -248,7 +248,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 	return r, rls, nil
 }
 
-// demoQuery opens the demo's playground: the worked example of SPEC §4.
+// demoQuery opens the demo's playground: the worked example of the README's "GraphQL cost".
 const demoQuery = `# costgate prices this operation from the schema's @cost and @listSize
 # before it runs: see extensions.cost in the answer.
 {

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 
 var prefixSeq atomic.Int64
 
-// The policies of SPEC §5's demo config.
+// The policies of the README's demo config.
 func apiPolicy() *limiter.Policy {
 	return &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 1000, Period: time.Minute, Burst: 150,
 		Key: []string{"tenant", "api_key"}, OnStoreError: limiter.FailAllow}

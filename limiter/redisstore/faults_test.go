@@ -24,7 +24,7 @@ import (
 	"github.com/costgate/costgate/limiter/redistest"
 )
 
-// The fault tests of SPEC §2: each one starts its own Redis processes, puts
+// The fault tests of the README's Redis section: each one starts its own Redis processes, puts
 // load on them from several goroutines and limiters, breaks something, and
 // measures what the checks saw. Each prints (t.Logf) requests, admissions,
 // errors, check latency during the fault and the time to recover.
