@@ -119,12 +119,16 @@ func (c *Config) GraphQLLimits() gqllimit.Limits { return c.graphqlLimits() }
 // ComplexityOptions is the graphql section's pricing.
 func (c *Config) ComplexityOptions() []complexity.Option {
 	g := c.GraphQL
-	return []complexity.Option{
+	opts := []complexity.Option{
 		complexity.WithDefaultListSize(int(g.DefaultListSize)),
 		complexity.WithMutationCost(int(g.MutationCost)),
 		complexity.WithIntrospectionCost(int(g.IntrospectionCost)),
 		complexity.WithInputObjectCost(int(g.InputObjectCost)),
 	}
+	if costs := c.Costs(); costs != nil {
+		opts = append(opts, complexity.WithCosts(costs))
+	}
+	return opts
 }
 
 // ConnsPerIP is server.max_conns_per_ip, 0 taking the default.

@@ -75,6 +75,7 @@ graphql:
   refund: true
   input_object_cost: 0  # weight of each input object value in the arguments (Apollo and IBM count 1)
   persisted_queries: true # Automatic Persisted Queries: clients may send a registered query's sha256 alone
+  # costs: {}             # schema coordinate -> cost settings over the schema's directives, or a file path
 # cors: {allowed_origins: []}   # browser clients; rate-limit headers are exposed to them
 `
 
@@ -240,6 +241,10 @@ type GraphQLConfig struct {
 	// PersistedQueries serves Automatic Persisted Queries (Apollo's
 	// extensions.persistedQuery protocol), embedded and in proxy mode.
 	PersistedQueries bool `yaml:"persisted_queries"`
+	// Costs maps schema coordinates to cost settings over the schema's own
+	// directives, inline or in a file (costs: costs.yaml); embedded and in
+	// proxy mode.
+	Costs *CostsConfig `yaml:"costs"`
 }
 
 // GatewayConfig configures /v1/check.
@@ -378,6 +383,9 @@ func Load(path string) (*Config, error) {
 	}
 	if s := c.GraphQL.Schema; s != "" && !filepath.IsAbs(s) {
 		c.GraphQL.Schema = filepath.Join(filepath.Dir(path), s)
+	}
+	if err := c.loadCostsFile(filepath.Dir(path)); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

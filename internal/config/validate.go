@@ -36,6 +36,7 @@ func (c *Config) Validate() error {
 	v.policies()
 	v.routes()
 	v.graphql()
+	v.costs()
 	v.cors()
 	v.gateway()
 	v.envoy()

@@ -256,7 +256,7 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 			return nil, fmt.Errorf("graphql.schema: %w", err)
 		}
 		if gcfg.Schema, err = complexity.LoadSDL(cfg.GraphQL.Schema, string(sdl), gcfg.ComplexityOptions...); err != nil {
-			return nil, fmt.Errorf("graphql.schema: %w", err)
+			return nil, cfg.SchemaErrors(err, "graphql.schema")
 		}
 		gl, err := gqllimit.New(gcfg)
 		if err != nil {
@@ -264,12 +264,20 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 		}
 		return gqlproxy.New(gqlproxy.Config{Limiter: gl, Upstream: cfg.GraphQL.Upstream, Logger: s.logger})
 	}
+	resolver := &graph.Resolver{Shop: graph.NewShop(), RateLimitInfo: graph.CostgateRateLimit}
+	exec := graph.NewExecutableSchema(graph.Config{Resolvers: resolver})
+	// Priced here rather than by the extension, so that graphql.costs is
+	// refused against its lines instead of in a panic of gqlgen's.
+	schema, err := complexity.NewSchema(exec.Schema(), gcfg.ComplexityOptions...)
+	if err != nil {
+		return nil, cfg.SchemaErrors(err, "the example API's schema")
+	}
+	gcfg.Schema = schema
 	gl, err := gqllimit.New(gcfg)
 	if err != nil {
 		return nil, err
 	}
-	resolver := &graph.Resolver{Shop: graph.NewShop(), RateLimitInfo: graph.CostgateRateLimit}
-	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: resolver}))
+	srv := handler.New(exec)
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	// Parsed and validated documents, bounded by their estimated memory.
