@@ -3,6 +3,7 @@ package complexity_test
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,4 +277,23 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// CostSettings says the same of a schema annotated in its SDL and of its overlay twin,
+// and tells a changed setting apart.
+func TestCostSettings(t *testing.T) {
+	schemaAST := loadAST(t)
+	s := testSchema(t)
+	_, twin, _ := overlayTwin(t, schemaAST)
+	got, want := s.CostSettings(), twin.CostSettings()
+	if len(got) == 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("with the directives: %v\nwith the overlay: %v", got, want)
+	}
+	if got, want := got["Query.products"], "listSize(slicingArguments: [first, last], sizedFields: [edges, nodes], requireOneSlicingArgument: true)"; got != want {
+		t.Errorf("Query.products: %s, want %s", got, want)
+	}
+	changed := testSchema(t, complexity.WithCosts(complexity.Costs{"Query.products": {Cost: complexity.Weight(2)}}))
+	if got := changed.CostSettings()["Query.products"]; !strings.HasPrefix(got, "cost 2, listSize(") {
+		t.Errorf("Query.products with an overlay weight: %s", got)
+	}
 }
