@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/http"
 	"net/netip"
 	"slices"
 
@@ -137,6 +138,21 @@ func (c *Config) ConnsPerIP() int {
 		return DefaultMaxConnsPerIP
 	}
 	return c.Server.MaxConnsPerIP
+}
+
+// IntrospectsSchema reports whether proxy mode reads the upstream's schema
+// by introspection (graphql.schema: introspect).
+func (c *Config) IntrospectsSchema() bool {
+	return c.ProxyMode() && c.GraphQL.Schema == SchemaIntrospect
+}
+
+// IntrospectionHeader is graphql.introspection_headers as an http.Header.
+func (c *Config) IntrospectionHeader() http.Header {
+	h := make(http.Header, len(c.GraphQL.IntrospectionHeaders))
+	for k, v := range c.GraphQL.IntrospectionHeaders {
+		h.Set(k, v)
+	}
+	return h
 }
 
 // ProxyMode reports whether GraphQL is served by proxying an upstream.

@@ -59,7 +59,7 @@ routes:
 graphql:
   path: /graphql
   policy: graphql
-  schema: ""          # proxy mode: SDL file of the upstream, with @cost/@listSize
+  schema: ""          # proxy mode: SDL file of the upstream, with @cost/@listSize, or introspect
   upstream: ""        # proxy mode: URL to forward priced operations to
   mode: enforce       # or measure
   max_cost: 1000
@@ -76,6 +76,8 @@ graphql:
   input_object_cost: 0  # weight of each input object value in the arguments (Apollo and IBM count 1)
   persisted_queries: true # Automatic Persisted Queries: clients may send a registered query's sha256 alone
   # costs: {}             # schema coordinate -> cost settings over the schema's directives, or a file path
+  # schema_refresh: 5m     # with schema: introspect; 0: at start only
+  # introspection_headers: {}  # sent with the introspection query (never a client's headers)
 # cors: {allowed_origins: []}   # browser clients; rate-limit headers are exposed to them
 `
 
@@ -245,7 +247,20 @@ type GraphQLConfig struct {
 	// directives, inline or in a file (costs: costs.yaml); embedded and in
 	// proxy mode.
 	Costs *CostsConfig `yaml:"costs"`
+	// SchemaRefresh is how often a schema read by introspection (schema:
+	// introspect) is read again (default 5m; 0: at start only).
+	SchemaRefresh time.Duration `yaml:"schema_refresh"`
+	// IntrospectionHeaders are sent with the introspection query, and
+	// nothing else is: never a client's headers.
+	IntrospectionHeaders map[string]string `yaml:"introspection_headers"`
 }
+
+// SchemaIntrospect, as graphql.schema, reads the upstream's schema by
+// introspection instead of from an SDL file.
+const SchemaIntrospect = "introspect"
+
+// DefaultSchemaRefresh is graphql.schema_refresh's default.
+const DefaultSchemaRefresh = 5 * time.Minute
 
 // GatewayConfig configures /v1/check.
 type GatewayConfig struct {
@@ -381,7 +396,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s := c.GraphQL.Schema; s != "" && !filepath.IsAbs(s) {
+	if s := c.GraphQL.Schema; s != "" && s != SchemaIntrospect && !filepath.IsAbs(s) {
 		c.GraphQL.Schema = filepath.Join(filepath.Dir(path), s)
 	}
 	if err := c.loadCostsFile(filepath.Dir(path)); err != nil {
@@ -465,6 +480,7 @@ func defaults() *Config {
 			MaxBodyBytes:      gqllimit.DefaultMaxBodyBytes,
 			Refund:            true,
 			PersistedQueries:  true,
+			SchemaRefresh:     DefaultSchemaRefresh,
 		},
 	}
 }

@@ -381,6 +381,14 @@ func (v *validator) graphql() {
 	case g.Schema == "" && g.Upstream != "":
 		v.fail("graphql.schema", "required with graphql.upstream (proxy mode needs both)")
 	}
+	if g.SchemaRefresh < 0 {
+		v.fail("graphql.schema_refresh", "must not be negative, got %s (0: at start only)", g.SchemaRefresh)
+	}
+	for _, name := range sortedKeys(g.IntrospectionHeaders) {
+		if !isHeaderName(name) {
+			v.fail(v.c.entryPath("graphql.introspection_headers", name), "want an HTTP header name, got %q", name)
+		}
+	}
 	if g.Upstream != "" {
 		u, err := url.Parse(g.Upstream)
 		switch {
@@ -541,6 +549,13 @@ func (c *Config) Warnings() []string {
 		} {
 			if f.value == 0 && c.src.given["graphql."+f.name] {
 				out = append(out, fmt.Sprintf("graphql.%s: 0 takes the default, %d (there is no way to turn it off)", f.name, f.def))
+			}
+		}
+	}
+	if c.GraphQL.Schema != SchemaIntrospect && c.src != nil {
+		for _, f := range []string{"graphql.schema_refresh", "graphql.introspection_headers"} {
+			if c.src.given[f] {
+				out = append(out, f+": only read with graphql.schema: introspect")
 			}
 		}
 	}

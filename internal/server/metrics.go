@@ -19,6 +19,9 @@ type metrics struct {
 	graphqlCost   *prometheus.HistogramVec
 	rejections    *prometheus.CounterVec
 	evictions     prometheus.Counter
+	// schemaRefreshErrors counts failed reads of the upstream's schema by
+	// introspection (graphql.schema: introspect).
+	schemaRefreshErrors prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -50,8 +53,12 @@ func newMetrics() *metrics {
 			Name: "costgate_memstore_evictions_total",
 			Help: "Keys the in-memory store evicted at its key cap (the key closest to full each time).",
 		}),
+		schemaRefreshErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "costgate_schema_refresh_errors_total",
+			Help: "Reads of the upstream's schema by introspection that failed (the last good schema stayed).",
+		}),
 	}
-	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.rejections, m.evictions,
+	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.rejections, m.evictions, m.schemaRefreshErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -47,6 +47,10 @@ type Server struct {
 	// rls is Envoy's rate-limit service of the config in effect; nil
 	// without envoy.domains.
 	rls atomic.Pointer[check.RateLimitService]
+	// schemas reads the upstream's schema by introspection for the config
+	// in effect (nil unless graphql.schema: introspect); build leaves the
+	// new config's in nextSchemas until it takes effect.
+	schemas, nextSchemas *schemaSource
 }
 
 // New builds the server for cfg.
@@ -58,9 +62,11 @@ func New(cfg *config.Config, logger *slog.Logger) (*Server, error) {
 	}
 	h, rls, err := s.build(cfg, st)
 	if err != nil {
+		s.nextSchemas = nil
 		st.close()
 		return nil, err
 	}
+	s.swapSchemas()
 	s.state, s.cfg = st, cfg
 	s.handler.Store(&h)
 	s.rls.Store(rls)
@@ -99,11 +105,13 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	h, rls, err := s.build(cfg, st)
 	if err != nil {
+		s.nextSchemas = nil
 		if fresh {
 			st.close()
 		}
 		return err
 	}
+	s.swapSchemas()
 	if cfg.Listen != s.cfg.Listen {
 		s.logger.Warn("config: listen changed; it takes effect at the next start", "listen", s.cfg.Listen, "new", cfg.Listen)
 	}
@@ -131,6 +139,9 @@ func (s *Server) SetServing(ok bool) { s.serving.Store(ok) }
 func (s *Server) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.schemas != nil {
+		s.schemas.stop()
+	}
 	s.state.close()
 }
 
@@ -250,6 +261,9 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 		// gqllimit's middleware serves the protocol, embedded and in proxy mode.
 		gcfg.PersistedQueries = gqllimit.NewPersistedQueryCache(gqllimit.DefaultCacheEntries, gqllimit.DefaultCacheBytes)
 	}
+	if cfg.IntrospectsSchema() {
+		return s.introspected(cfg, gcfg)
+	}
 	if cfg.ProxyMode() {
 		sdl, err := os.ReadFile(cfg.GraphQL.Schema)
 		if err != nil {
@@ -296,8 +310,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	st := s.state
+	st, schemas := s.state, s.schemas
 	s.mu.Unlock()
+	if schemas != nil && !schemas.isReady() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "waiting for the upstream's schema"})
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*limiter.DefaultTimeout)
 	defer cancel()
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": st.health(ctx)})

@@ -17,6 +17,10 @@ import (
 	"github.com/costgate/costgate/complexity"
 )
 
+// CodeSchemaUnavailable answers (503, with Retry-After) a GraphQL request
+// that arrives before the upstream's schema was first read by introspection.
+const CodeSchemaUnavailable = "SCHEMA_UNAVAILABLE"
+
 // maxIntrospectionBody bounds the introspection reply read into memory.
 const maxIntrospectionBody = 32 << 20
 
