@@ -152,8 +152,11 @@ func (src *schemaSource) read(parent context.Context) error {
 	}
 	if err != nil && parent.Err() == nil { // not a read cut short by stop
 		src.metrics.schemaRefreshErrors.Inc()
-		src.logger.Error("costgate: reading the upstream's schema failed; the last good schema stays",
-			"upstream", src.cfg.GraphQL.Upstream, "have_schema", src.isReady(), "err", err.Error())
+		msg := "costgate: reading the upstream's schema failed; the last good schema stays"
+		if !src.isReady() {
+			msg = "costgate: reading the upstream's schema failed; not ready until it is read"
+		}
+		src.logger.Error(msg, "upstream", src.cfg.GraphQL.Upstream, "err", err.Error())
 	}
 	return err
 }
