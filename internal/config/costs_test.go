@@ -141,3 +141,34 @@ func mustParseQuery(t *testing.T, query string) *ast.QueryDocument {
 	}
 	return doc
 }
+
+func TestIntrospectionSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"negative refresh", "graphql:\n  schema_refresh: -1s\n", `bad.yaml:4: graphql.schema_refresh: must not be negative, got -1s (0: at start only)`},
+		{"bad header name", "graphql:\n  introspection_headers: {\"Bad Header\": x}\n", `bad.yaml:4: graphql.introspection_headers["Bad Header"]: want an HTTP header name, got "Bad Header"`},
+		{"control character in a value", "graphql:\n  introspection_headers: {Authorization: \"Bearer a\\r\\nX-Evil: 1\"}\n", `bad.yaml:4: graphql.introspection_headers.Authorization: the value holds a control character (it is not shown: it may be a secret)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("bad.yaml", []byte(gqlPolicy+tc.yaml))
+			checkCostsError(t, err, tc.want)
+		})
+	}
+	c, err := Parse("ok.yaml", []byte(gqlPolicy+"graphql:\n  schema: introspect\n  upstream: http://127.0.0.1:9/graphql\n  schema_refresh: 0s\n  introspection_headers: {authorization: Bearer x}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.IntrospectsSchema() || c.GraphQL.SchemaRefresh != 0 || c.IntrospectionHeader().Get("Authorization") != "Bearer x" {
+		t.Errorf("graphql = %+v", c.GraphQL)
+	}
+	if c, _ := Parse("ok.yaml", []byte(gqlPolicy)); c.GraphQL.SchemaRefresh != DefaultSchemaRefresh {
+		t.Errorf("schema_refresh default %s, want %s", c.GraphQL.SchemaRefresh, DefaultSchemaRefresh)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	os.WriteFile(path, []byte(gqlPolicy+"graphql:\n  schema: introspect\n  upstream: http://127.0.0.1:9/graphql\n"), 0o600)
+	if c, err := Load(path); err != nil || c.GraphQL.Schema != SchemaIntrospect {
+		t.Errorf("Load: schema %q, %v; want introspect, not a path", c.GraphQL.Schema, err)
+	}
+}

@@ -385,8 +385,12 @@ func (v *validator) graphql() {
 		v.fail("graphql.schema_refresh", "must not be negative, got %s (0: at start only)", g.SchemaRefresh)
 	}
 	for _, name := range sortedKeys(g.IntrospectionHeaders) {
+		field := v.c.entryPath("graphql.introspection_headers", name)
 		if !isHeaderName(name) {
-			v.fail(v.c.entryPath("graphql.introspection_headers", name), "want an HTTP header name, got %q", name)
+			v.fail(field, "want an HTTP header name, got %q", name)
+		}
+		if strings.ContainsFunc(g.IntrospectionHeaders[name], func(c rune) bool { return c < ' ' && c != '\t' || c == 0x7f }) {
+			v.fail(field, "the value holds a control character (it is not shown: it may be a secret)")
 		}
 	}
 	if g.Upstream != "" {
