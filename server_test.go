@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/costgate/costgate/graph"
@@ -462,9 +463,12 @@ func TestProxyExample(t *testing.T) {
 	}
 }
 
+// upstreamHandler is examples/proxy/upstream's handler: the example shop,
+// introspection answered.
 func upstreamHandler() http.Handler {
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop()}}))
 	srv.AddTransport(transport.POST{})
+	srv.Use(extension.Introspection{})
 	mux := http.NewServeMux()
 	mux.Handle("/graphql", srv)
 	return mux

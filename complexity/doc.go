@@ -98,6 +98,13 @@
 // without its rules: another version, an import of anything but @cost and @listSize, or
 // a plain @cost where the link names the directive otherwise.
 //
+// # Schemas you cannot annotate
+//
+// [WithCosts] gives the settings of @cost and @listSize from outside the schema, keyed by
+// schema coordinate ("Query.products", "Product", "Query.search(limit:)",
+// "ReviewInput.body"): each replaces the directive of its kind at its coordinate and is
+// checked by the same rules. An entry that names nothing in the schema is an error.
+//
 // # Schema errors
 //
 // [NewSchema] rejects, naming the place (Type.field, Type.field(arg:), Input.field): a

@@ -39,6 +39,9 @@ func (e *OperationError) Error() string {
 type SchemaError struct {
 	Coordinate string
 	Message    string
+	// InCosts is set when the problem is in the WithCosts entry keyed Coordinate,
+	// not in the schema's own directives.
+	InCosts bool
 }
 
 func (e *SchemaError) Error() string {

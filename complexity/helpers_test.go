@@ -97,15 +97,28 @@ func newTestSchema(tb testing.TB, sdl string, opts ...complexity.Option) (*ast.S
 	if err != nil {
 		tb.Fatalf("NewSchema: %v", err)
 	}
-	return schemaAST, s
+	return schemaAST, remember(s, opts)
 }
 
 // checkPrices prices each case on a validated document (through Analyze and
-// AnalyzeOperation, which must agree) and compares with its hand-worked figure.
+// AnalyzeOperation, which must agree) and compares with its hand-worked figure. A schema
+// built by newTestSchema or loadPublished is also priced with its directives given as a
+// Costs overlay instead, which must agree.
 func checkPrices(t *testing.T, schemaAST *ast.Schema, s *complexity.Schema, cases []priceCase) {
 	t.Helper()
+	var (
+		twinAST *ast.Schema
+		twin    *complexity.Schema
+		hasTwin bool
+	)
+	if opts, ok := builtWith.Load(s); ok {
+		twinAST, twin, hasTwin = overlayTwin(t, schemaAST, opts.([]complexity.Option)...)
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if hasTwin {
+				samePrice(t, schemaAST, s, twinAST, twin, tc.query, tc.vars)
+			}
 			doc := parseValid(t, schemaAST, tc.query)
 			got, err := s.Analyze(doc, "", tc.vars)
 			if tc.wantField != "" {

@@ -8,6 +8,7 @@ type config struct {
 	mutationCost      int64
 	introspectionCost int64
 	inputObjectCost   int64
+	costs             Costs
 }
 
 func defaultConfig() config {

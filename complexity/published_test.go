@@ -18,7 +18,7 @@ func loadPublished(t *testing.T, sdl string, opts ...complexity.Option) *complex
 	if err != nil {
 		t.Fatalf("LoadSDL: %v", err)
 	}
-	return s
+	return remember(s, opts)
 }
 
 // Mirrors Apollo Router's custom_cost_query and custom_cost_query_with_renamed_directives

@@ -113,6 +113,7 @@ func NewSchema(schema *ast.Schema, opts ...Option) (*Schema, error) {
 	l := loader{s: &Schema{ast: schema, cfg: cfg, types: make(map[string]*typeInfo, len(schema.Types))}}
 	l.checkConfig()
 	l.load()
+	l.checkCosts()
 	if len(l.errs) > 0 {
 		slices.SortStableFunc(l.errs, func(a, b *SchemaError) int { return strings.Compare(a.Coordinate, b.Coordinate) })
 		errs := make([]error, len(l.errs))
@@ -131,10 +132,27 @@ type loader struct {
 	s     *Schema
 	names directiveNames
 	errs  []*SchemaError
+	// overlaid is set while a directive of the WithCosts overlay is read: its errors
+	// are the overlay entry's.
+	overlaid bool
 }
 
 func (l *loader) fail(coordinate, format string, args ...any) {
-	l.errs = append(l.errs, &SchemaError{Coordinate: coordinate, Message: fmt.Sprintf(format, args...)})
+	l.errs = append(l.errs, &SchemaError{Coordinate: coordinate, Message: fmt.Sprintf(format, args...), InCosts: l.overlaid})
+}
+
+// directiveAt is the @cost (listSize false) or @listSize directive in effect at
+// coordinate: the overlay's, else the one dirs holds. It sets l.overlaid accordingly.
+func (l *loader) directiveAt(coordinate string, dirs ast.DirectiveList, listSize bool) *ast.Directive {
+	if d := l.overlay(coordinate, listSize); d != nil {
+		l.overlaid = true
+		return d
+	}
+	l.overlaid = false
+	if listSize {
+		return l.directive(coordinate, dirs, l.names.listSize, listSizeDirective)
+	}
+	return l.directive(coordinate, dirs, l.names.cost, costDirective)
 }
 
 func (l *loader) checkConfig() {
@@ -400,7 +418,8 @@ func (l *loader) directive(coordinate string, dirs ast.DirectiveList, names []st
 
 // costOf reads @cost(weight:) from dirs.
 func (l *loader) costOf(coordinate string, dirs ast.DirectiveList) (int64, bool) {
-	d := l.directive(coordinate, dirs, l.names.cost, costDirective)
+	d := l.directiveAt(coordinate, dirs, false)
+	defer func() { l.overlaid = false }()
 	if d == nil {
 		return 0, false
 	}
@@ -443,7 +462,8 @@ func parseWeight(v *ast.Value) (int64, bool) {
 }
 
 func (l *loader) listSize(fi *fieldInfo, f *ast.FieldDefinition) {
-	d := l.directive(fi.coordinate, f.Directives, l.names.listSize, listSizeDirective)
+	d := l.directiveAt(fi.coordinate, f.Directives, true)
+	defer func() { l.overlaid = false }()
 	if d == nil {
 		return
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/http"
 	"net/netip"
 	"slices"
 
@@ -120,12 +121,16 @@ func (c *Config) GraphQLLimits() gqllimit.Limits { return c.graphqlLimits() }
 // ComplexityOptions is the graphql section's pricing.
 func (c *Config) ComplexityOptions() []complexity.Option {
 	g := c.GraphQL
-	return []complexity.Option{
+	opts := []complexity.Option{
 		complexity.WithDefaultListSize(int(g.DefaultListSize)),
 		complexity.WithMutationCost(int(g.MutationCost)),
 		complexity.WithIntrospectionCost(int(g.IntrospectionCost)),
 		complexity.WithInputObjectCost(int(g.InputObjectCost)),
 	}
+	if costs := c.Costs(); costs != nil {
+		opts = append(opts, complexity.WithCosts(costs))
+	}
+	return opts
 }
 
 // ConnsPerIP is server.max_conns_per_ip; 0 takes the default for a process
@@ -149,6 +154,21 @@ func DefaultConnsPerIP(openFiles uint64) int {
 func (c *Config) ProxyConfig() gqlproxy.Config {
 	g := c.GraphQL
 	return gqlproxy.Config{Upstream: g.Upstream, Timeout: g.UpstreamTimeout, StripAPIKey: !g.ForwardAPIKey, MaxResponseBytes: g.MaxResponseBytes}
+}
+
+// IntrospectsSchema reports whether proxy mode reads the upstream's schema
+// by introspection (graphql.schema: introspect).
+func (c *Config) IntrospectsSchema() bool {
+	return c.ProxyMode() && c.GraphQL.Schema == SchemaIntrospect
+}
+
+// IntrospectionHeader is graphql.introspection_headers as an http.Header.
+func (c *Config) IntrospectionHeader() http.Header {
+	h := make(http.Header, len(c.GraphQL.IntrospectionHeaders))
+	for k, v := range c.GraphQL.IntrospectionHeaders {
+		h.Set(k, v)
+	}
+	return h
 }
 
 // ProxyMode reports whether GraphQL is served by proxying an upstream.

@@ -60,7 +60,7 @@ routes:
 graphql:
   path: /graphql
   policy: graphql
-  schema: ""          # proxy mode: SDL file of the upstream, with @cost/@listSize
+  schema: ""          # proxy mode: SDL file of the upstream, with @cost/@listSize, or introspect
   upstream: ""        # proxy mode: URL to forward priced operations to
   mode: enforce       # or measure
   max_cost: 1000
@@ -79,6 +79,9 @@ graphql:
   # upstream_timeout: 20s  # proxy mode: below the 30 s write deadline, so a client gets 504, never an empty reply
   # forward_api_key: true
   # max_response_bytes: 0  # 0: replies are streamed, memory bounded either way
+  # costs: {}             # schema coordinate -> cost settings over the schema's directives, or a file path
+  # schema_refresh: 5m     # with schema: introspect; 0: at start only
+  # introspection_headers: {}  # sent with the introspection query (never a client's headers)
 # cors: {allowed_origins: []}   # browser clients; rate-limit headers are exposed to them
 `
 
@@ -261,7 +264,24 @@ type GraphQLConfig struct {
 	// MaxResponseBytes bounds the upstream's reply (0: no bound, the reply
 	// is streamed); a reply over it is 502 UPSTREAM_ERROR.
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// Costs maps schema coordinates to cost settings over the schema's own
+	// directives, inline or in a file (costs: costs.yaml); embedded and in
+	// proxy mode.
+	Costs *CostsConfig `yaml:"costs"`
+	// SchemaRefresh is how often a schema read by introspection (schema:
+	// introspect) is read again (default 5m; 0: at start only).
+	SchemaRefresh time.Duration `yaml:"schema_refresh"`
+	// IntrospectionHeaders are sent with the introspection query, and
+	// nothing else is: never a client's headers.
+	IntrospectionHeaders map[string]string `yaml:"introspection_headers"`
 }
+
+// SchemaIntrospect, as graphql.schema, reads the upstream's schema by
+// introspection instead of from an SDL file.
+const SchemaIntrospect = "introspect"
+
+// DefaultSchemaRefresh is graphql.schema_refresh's default.
+const DefaultSchemaRefresh = 5 * time.Minute
 
 // GatewayConfig configures /v1/check.
 type GatewayConfig struct {
@@ -397,8 +417,11 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s := c.GraphQL.Schema; s != "" && !filepath.IsAbs(s) {
+	if s := c.GraphQL.Schema; s != "" && s != SchemaIntrospect && !filepath.IsAbs(s) {
 		c.GraphQL.Schema = filepath.Join(filepath.Dir(path), s)
+	}
+	if err := c.loadCostsFile(filepath.Dir(path)); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -479,6 +502,7 @@ func defaults() *Config {
 			PersistedQueries:  true,
 			UpstreamTimeout:   gqlproxy.DefaultTimeout,
 			ForwardAPIKey:     true,
+			SchemaRefresh:     DefaultSchemaRefresh,
 		},
 	}
 }

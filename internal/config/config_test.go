@@ -75,9 +75,9 @@ func TestDemoConfig(t *testing.T) {
 		Path: "/graphql", Policy: "graphql", Mode: "enforce", MaxCost: 1000, DefaultListSize: 10,
 		MutationCost: 10, Introspection: true, IntrospectionCost: 1, MaxDepth: 15, MaxAliases: 30,
 		MaxFields: 1000, MaxTokens: 15000, MaxBodyBytes: 1048576, Refund: true, PersistedQueries: true,
-		UpstreamTimeout: 20 * time.Second, ForwardAPIKey: true,
+		UpstreamTimeout: 20 * time.Second, ForwardAPIKey: true, SchemaRefresh: 5 * time.Minute,
 	}
-	if got := c.GraphQL; got != wantGraphQL {
+	if got := c.GraphQL; !reflect.DeepEqual(got, wantGraphQL) {
 		t.Errorf("graphql = %+v, want %+v", got, wantGraphQL)
 	}
 	if got := c.Warnings(); len(got) != 0 {
@@ -155,7 +155,7 @@ func TestParseConfigDefaults(t *testing.T) {
 			}
 			want := Demo().GraphQL
 			want.Path = "" // the file turned GraphQL off
-			if got := c.GraphQL; got != want {
+			if got := c.GraphQL; !reflect.DeepEqual(got, want) {
 				t.Errorf("graphql = %+v, want %+v", got, want)
 			}
 		})

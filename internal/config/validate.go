@@ -36,6 +36,7 @@ func (c *Config) Validate() error {
 	v.policies()
 	v.routes()
 	v.graphql()
+	v.costs()
 	v.cors()
 	v.gateway()
 	v.envoy()
@@ -390,6 +391,18 @@ func (v *validator) graphql() {
 	if g.MaxResponseBytes < 0 {
 		v.fail("graphql.max_response_bytes", "must not be negative (0: no bound, replies are streamed), got %d", g.MaxResponseBytes)
 	}
+	if g.SchemaRefresh < 0 {
+		v.fail("graphql.schema_refresh", "must not be negative, got %s (0: at start only)", g.SchemaRefresh)
+	}
+	for _, name := range sortedKeys(g.IntrospectionHeaders) {
+		field := v.c.entryPath("graphql.introspection_headers", name)
+		if !isHeaderName(name) {
+			v.fail(field, "want an HTTP header name, got %q", name)
+		}
+		if strings.ContainsFunc(g.IntrospectionHeaders[name], func(c rune) bool { return c < ' ' && c != '\t' || c == 0x7f }) {
+			v.fail(field, "the value holds a control character (it is not shown: it may be a secret)")
+		}
+	}
 	if g.Upstream != "" {
 		u, err := url.Parse(g.Upstream)
 		switch {
@@ -550,6 +563,13 @@ func (c *Config) Warnings() []string {
 		} {
 			if f.value == 0 && c.src.given["graphql."+f.name] {
 				out = append(out, fmt.Sprintf("graphql.%s: 0 takes the default, %d (there is no way to turn it off)", f.name, f.def))
+			}
+		}
+	}
+	if c.GraphQL.Schema != SchemaIntrospect && c.src != nil {
+		for _, f := range []string{"graphql.schema_refresh", "graphql.introspection_headers"} {
+			if c.src.given[f] {
+				out = append(out, f+": only read with graphql.schema: introspect")
 			}
 		}
 	}

@@ -143,6 +143,10 @@ func (d *decoder) decode(field string, at, n ast.Node, v reflect.Value) {
 		return
 	}
 	d.src.given[field] = true
+	if v.Type() == costsType {
+		d.decodeCosts(field, n, v)
+		return
+	}
 	if v.Type() == durationType {
 		s, ok := d.scalarString(n)
 		dur, err := time.ParseDuration(s)

@@ -21,6 +21,9 @@ type metrics struct {
 	rejections    *prometheus.CounterVec
 	evictions     prometheus.Counter
 	connsRefused  prometheus.Counter
+	// schemaRefreshErrors counts failed reads of the upstream's schema by
+	// introspection (graphql.schema: introspect).
+	schemaRefreshErrors prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -57,7 +60,7 @@ func newMetrics() *metrics {
 			Help: "Connections refused at server.max_conns_per_ip (answered 429, or GOAWAY on grpc_listen).",
 		}),
 	}
-	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.rejections, m.evictions, m.connsRefused,
+	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.rejections, m.evictions, m.connsRefused, m.schemaRefreshErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

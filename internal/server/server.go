@@ -55,6 +55,10 @@ type Server struct {
 	// conns is the connection cap of the config in effect, read by the
 	// listeners at each accept.
 	conns atomic.Pointer[ConnLimit]
+	// schemas reads the upstream's schema by introspection for the config
+	// in effect (nil unless graphql.schema: introspect); build leaves the
+	// new config's in nextSchemas until it takes effect.
+	schemas, nextSchemas *schemaSource
 }
 
 // New builds the server for cfg.
@@ -68,9 +72,11 @@ func New(cfg *config.Config, logger *slog.Logger) (*Server, error) {
 	}
 	h, rls, err := s.build(cfg, st)
 	if err != nil {
+		s.nextSchemas = nil
 		st.close()
 		return nil, err
 	}
+	s.swapSchemas()
 	s.state, s.cfg, s.started = st, cfg, cfg
 	s.handler.Store(&h)
 	s.rls.Store(rls)
@@ -112,11 +118,13 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	h, rls, err := s.build(cfg, st)
 	if err != nil {
+		s.nextSchemas = nil
 		if fresh {
 			st.close()
 		}
 		return err
 	}
+	s.swapSchemas()
 	s.logRestartKeys(cfg)
 	if fresh {
 		s.logger.Warn("config: the store section or hash key changed: limiter state starts afresh")
@@ -153,6 +161,9 @@ func (s *Server) SetServing(ok bool) { s.serving.Store(ok) }
 func (s *Server) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.schemas != nil {
+		s.schemas.stop()
+	}
 	s.state.close()
 }
 
@@ -281,13 +292,16 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 		// gqllimit's middleware serves the protocol, embedded and in proxy mode.
 		gcfg.PersistedQueries = gqllimit.NewPersistedQueryCache(gqllimit.DefaultCacheEntries, gqllimit.DefaultCacheBytes)
 	}
+	if cfg.IntrospectsSchema() {
+		return s.introspected(cfg, gcfg)
+	}
 	if cfg.ProxyMode() {
 		sdl, err := os.ReadFile(cfg.GraphQL.Schema)
 		if err != nil {
 			return nil, fmt.Errorf("graphql.schema: %w", err)
 		}
 		if gcfg.Schema, err = complexity.LoadSDL(cfg.GraphQL.Schema, string(sdl), gcfg.ComplexityOptions...); err != nil {
-			return nil, fmt.Errorf("graphql.schema: %w", err)
+			return nil, cfg.SchemaErrors(err, "graphql.schema")
 		}
 		gl, err := gqllimit.New(gcfg)
 		if err != nil {
@@ -297,12 +311,20 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 		pc.Limiter, pc.Logger = gl, s.logger
 		return gqlproxy.New(pc)
 	}
+	resolver := &graph.Resolver{Shop: graph.NewShop(), RateLimitInfo: graph.CostgateRateLimit}
+	exec := graph.NewExecutableSchema(graph.Config{Resolvers: resolver})
+	// Priced here rather than by the extension, so that graphql.costs is
+	// refused against its lines instead of in a panic of gqlgen's.
+	schema, err := complexity.NewSchema(exec.Schema(), gcfg.ComplexityOptions...)
+	if err != nil {
+		return nil, cfg.SchemaErrors(err, "the example API's schema")
+	}
+	gcfg.Schema = schema
 	gl, err := gqllimit.New(gcfg)
 	if err != nil {
 		return nil, err
 	}
-	resolver := &graph.Resolver{Shop: graph.NewShop(), RateLimitInfo: graph.CostgateRateLimit}
-	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: resolver}))
+	srv := handler.New(exec)
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	// Parsed and validated documents, bounded by their estimated memory.
@@ -324,8 +346,12 @@ func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
 			return
 		}
 		s.mu.Lock()
-		st := s.state
+		st, schemas := s.state, s.schemas
 		s.mu.Unlock()
+		if schemas != nil && !schemas.isReady() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "waiting for the upstream's schema"})
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*limiter.DefaultTimeout)
 		defer cancel()
 		health := st.health(ctx)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/costgate/costgate/graph"
@@ -18,6 +19,8 @@ func main() {
 	flag.Parse()
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop()}}))
 	srv.AddTransport(transport.POST{})
+	// costgate-introspect.yaml reads the schema from here.
+	srv.Use(extension.Introspection{})
 	http.Handle("/graphql", srv)
 	log.Printf("upstream GraphQL on %s/graphql", *addr)
 	log.Fatal(http.ListenAndServe(*addr, nil))
