@@ -59,6 +59,10 @@ func newMetrics() *metrics {
 			Name: "costgate_connections_refused_total",
 			Help: "Connections refused at server.max_conns_per_ip (answered 429, or GOAWAY on grpc_listen).",
 		}),
+		schemaRefreshErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "costgate_schema_refresh_errors_total",
+			Help: "Reads of the upstream's schema by introspection that failed (the last good schema stayed).",
+		}),
 	}
 	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.rejections, m.evictions, m.connsRefused, m.schemaRefreshErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
