@@ -32,3 +32,8 @@ func (h hasher) hash(part, value string) string {
 	h.pool.Put(m)
 	return out
 }
+
+// Hash is the keyed hash the Resolver applies to identities, for a key of
+// the application's own (httplimit's KeyFunc): part names what value is,
+// so that equal texts of two parts never share a store key.
+func (res *Resolver) Hash(part, value string) string { return res.hash.hash(part, value) }
