@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -173,22 +172,19 @@ func newKeyed(limit int, period time.Duration, key KeyFunc, apiKeys bool, o opti
 	return &keyed{lim: lim, ids: ids, policy: p, key: key, apiKeys: apiKeys, logger: o.logger}, nil
 }
 
-// resolver is the Resolver given, or one of the middleware's own with a
-// random hash key, which only a store no other process reads may take.
+// resolver is the Resolver given, or one of the middleware's own.
 func (o *options) resolver(store limiter.Store) (*identity.Resolver, error) {
-	if o.ids != nil {
-		if o.apiKeys != nil {
-			return nil, &limiter.FieldError{Field: "WithIdentity", Reason: "LimitByAPIKey's keys and WithIdentity both say who pays: put the keys in identity.Config.APIKeys"}
+	if o.ids == nil {
+		ids, err := identity.NewForStore(identity.Config{APIKeys: o.apiKeys}, store)
+		if err != nil {
+			return nil, fmt.Errorf("WithStore without WithIdentity: %w", err)
 		}
-		return o.ids, nil
+		return ids, nil
 	}
-	if local, ok := store.(limiter.Local); !ok || !local.Local() {
-		return nil, &limiter.FieldError{Field: "WithStore",
-			Reason: "a store other processes share needs a hash key they share too: pass WithIdentity(a Resolver with identity.Config.HashKey)"}
+	if o.apiKeys != nil {
+		return nil, &limiter.FieldError{Field: "WithIdentity", Reason: "LimitByAPIKey's keys and WithIdentity both say who pays: put the keys in identity.Config.APIKeys"}
 	}
-	hashKey := make([]byte, 32)
-	rand.Read(hashKey) // never fails (crypto/rand)
-	return identity.New(identity.Config{HashKey: hashKey, APIKeys: o.apiKeys})
+	return o.ids, nil
 }
 
 func (l *keyed) handler(next http.Handler) http.Handler {

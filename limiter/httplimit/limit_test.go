@@ -213,7 +213,7 @@ func TestOneCallRefusesAtSetup(t *testing.T) {
 		{"zero period", func() { httplimit.LimitByIP(10, 0) }, "period"},
 		{"nil key", func() { httplimit.Limit(10, time.Minute, nil) }, "nil KeyFunc"},
 		{"unknown algorithm", func() { httplimit.LimitByIP(10, time.Minute, httplimit.WithAlgorithm("fifo")) }, "algorithm"},
-		{"shared store, random hash key", func() { httplimit.LimitByIP(10, time.Minute, httplimit.WithStore(shared)) }, "hash key they share"},
+		{"shared store, random hash key", func() { httplimit.LimitByIP(10, time.Minute, httplimit.WithStore(shared)) }, "WithStore without WithIdentity: identity: HashKey: required: the store is shared"},
 		{"nil lookup", func() { httplimit.LimitByAPIKey(10, time.Minute, nil) }, "nil identity.Lookup"},
 		{"keys twice", func() {
 			httplimit.LimitByAPIKey(10, time.Minute, identity.Table{"k": {Tenant: "t", Plan: "p"}}, httplimit.WithIdentity(ids))
