@@ -11,22 +11,21 @@ import (
 	"github.com/costgate/costgate/complexity"
 )
 
-// CostLimit is a gqlgen extension that refuses, before execution, every
-// operation that costs more than a maximum, priced as the budget prices it
-// (@cost, @listSize). It charges no bucket and needs no middleware: see
-// FixedCostLimit.
-type CostLimit struct {
+// costLimit refuses, before execution, every operation that costs more
+// than a maximum, priced as the budget prices it (@cost, @listSize).
+type costLimit struct {
 	maxCost int64
 	opts    []complexity.Option
 	schema  *complexity.Schema
 }
 
 var (
-	_ graphql.HandlerExtension        = (*CostLimit)(nil)
-	_ graphql.OperationContextMutator = (*CostLimit)(nil)
+	_ graphql.HandlerExtension        = (*costLimit)(nil)
+	_ graphql.OperationContextMutator = (*costLimit)(nil)
 )
 
-// FixedCostLimit refuses operations that cost more than maxCost with
+// FixedCostLimit is a gqlgen extension, charging no bucket and needing no
+// middleware, that refuses operations that cost more than maxCost with
 // MAX_COST_EXCEEDED (extensions cost and maxCost), and operations it cannot
 // price (a list without its slicing argument) with their code; nothing of
 // them runs. gqlgen answers these as it answers any extension's refusal
@@ -36,15 +35,15 @@ var (
 // extension that does not validate.
 //
 //	srv.Use(gqllimit.FixedCostLimit(1000))
-func FixedCostLimit(maxCost int64, opts ...complexity.Option) *CostLimit {
-	return &CostLimit{maxCost: maxCost, opts: opts}
+func FixedCostLimit(maxCost int64, opts ...complexity.Option) graphql.HandlerExtension {
+	return &costLimit{maxCost: maxCost, opts: opts}
 }
 
 // ExtensionName implements graphql.HandlerExtension.
-func (*CostLimit) ExtensionName() string { return "CostgateCostLimit" }
+func (*costLimit) ExtensionName() string { return "CostgateCostLimit" }
 
 // Validate builds the pricing schema from gqlgen's.
-func (c *CostLimit) Validate(es graphql.ExecutableSchema) error {
+func (c *costLimit) Validate(es graphql.ExecutableSchema) error {
 	if c.maxCost < 1 {
 		return fmt.Errorf("gqllimit: FixedCostLimit(%d): the maximum cost must be at least 1 (every operation costs 1 or more)", c.maxCost)
 	}
@@ -57,7 +56,7 @@ func (c *CostLimit) Validate(es graphql.ExecutableSchema) error {
 }
 
 // MutateOperationContext prices the operation and refuses it over the maximum.
-func (c *CostLimit) MutateOperationContext(_ context.Context, rc *graphql.OperationContext) *gqlerror.Error {
+func (c *costLimit) MutateOperationContext(_ context.Context, rc *graphql.OperationContext) *gqlerror.Error {
 	res, err := c.schema.AnalyzeOperation(rc.Operation, rc.Variables)
 	if err != nil {
 		var oe *complexity.OperationError
