@@ -98,11 +98,9 @@ func LimitByIP(limit int, period time.Duration, opts ...Option) func(http.Handle
 // LimitByAPIKey limits each API key (in X-API-Key) that keys knows to
 // limit requests per period, and each client without a key by its address.
 // A key that keys does not know is answered 401 after it was charged to
-// its sender's address, so that guessing keys is limited too.
+// its sender's address, so that guessing keys is limited too. With
+// WithIdentity, keys is nil: the Resolver's own APIKeys apply.
 func LimitByAPIKey(limit int, period time.Duration, keys identity.Lookup, opts ...Option) func(http.Handler) http.Handler {
-	if keys == nil {
-		panic("httplimit: LimitByAPIKey: nil identity.Lookup (an identity.Table, or your key store)")
-	}
 	return mustLimit(limit, period, KeyByAPIKey, "api_key", true, append(opts, withAPIKeys(keys)))
 }
 
@@ -158,7 +156,7 @@ func newKeyed(limit int, period time.Duration, key KeyFunc, apiKeys bool, o opti
 	if store == nil {
 		store = memstore.New(nil)
 	}
-	ids, err := o.resolver(store)
+	ids, err := o.resolver(store, apiKeys)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -172,19 +170,22 @@ func newKeyed(limit int, period time.Duration, key KeyFunc, apiKeys bool, o opti
 	return &keyed{lim: lim, ids: ids, policy: p, key: key, apiKeys: apiKeys, logger: o.logger}, nil
 }
 
-// resolver is the Resolver given, or one of the middleware's own.
-func (o *options) resolver(store limiter.Store) (*identity.Resolver, error) {
-	if o.ids == nil {
-		ids, err := identity.NewForStore(identity.Config{APIKeys: o.apiKeys}, store)
-		if err != nil {
-			return nil, fmt.Errorf("WithStore without WithIdentity: %w", err)
-		}
-		return ids, nil
+// resolver is the Resolver given, or one of the middleware's own;
+// byAPIKey says LimitByAPIKey asks, whose keys one of them must know.
+func (o *options) resolver(store limiter.Store, byAPIKey bool) (*identity.Resolver, error) {
+	switch {
+	case o.ids != nil && o.apiKeys != nil:
+		return nil, &limiter.FieldError{Field: "WithIdentity", Reason: "LimitByAPIKey's keys and WithIdentity both say who pays: put the keys in identity.Config.APIKeys and pass nil"}
+	case o.ids != nil:
+		return o.ids, nil
+	case byAPIKey && o.apiKeys == nil:
+		return nil, &limiter.FieldError{Field: "keys", Reason: "LimitByAPIKey needs an identity.Lookup (an identity.Table, or your key store), or WithIdentity"}
 	}
-	if o.apiKeys != nil {
-		return nil, &limiter.FieldError{Field: "WithIdentity", Reason: "LimitByAPIKey's keys and WithIdentity both say who pays: put the keys in identity.Config.APIKeys"}
+	ids, err := identity.NewForStore(identity.Config{APIKeys: o.apiKeys}, store)
+	if err != nil {
+		return nil, fmt.Errorf("WithStore without WithIdentity: %w", err)
 	}
-	return o.ids, nil
+	return ids, nil
 }
 
 func (l *keyed) handler(next http.Handler) http.Handler {

@@ -94,8 +94,22 @@ func TestLimitByIPUnderWith(t *testing.T) {
 
 func TestLimitByAPIKey(t *testing.T) {
 	keys := identity.Table{"key-a": {Tenant: "acme", Plan: "pro"}, "key-b": {Tenant: "beta", Plan: "pro"}}
+	t.Run("own resolver", func(t *testing.T) {
+		testLimitByAPIKey(t, httplimit.LimitByAPIKey(150, time.Hour, keys))
+	})
+	t.Run("shared store and resolver", func(t *testing.T) {
+		ids, err := identity.New(identity.Config{HashKey: []byte("a secret every gateway shares"), APIKeys: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testLimitByAPIKey(t, httplimit.LimitByAPIKey(150, time.Hour, nil,
+			httplimit.WithStore(notLocal{memstore.New(nil)}), httplimit.WithIdentity(ids)))
+	})
+}
+
+func testLimitByAPIKey(t *testing.T, limit func(http.Handler) http.Handler) {
 	r := chi.NewRouter()
-	r.With(httplimit.LimitByAPIKey(150, time.Hour, keys)).Get("/api", ok)
+	r.With(limit).Get("/api", ok)
 	withKey := func(key string) func() *http.Request {
 		return func() *http.Request {
 			req := from("GET", "/api", "192.0.2.1:1")()
@@ -214,7 +228,7 @@ func TestOneCallRefusesAtSetup(t *testing.T) {
 		{"nil key", func() { httplimit.Limit(10, time.Minute, nil) }, "nil KeyFunc"},
 		{"unknown algorithm", func() { httplimit.LimitByIP(10, time.Minute, httplimit.WithAlgorithm("fifo")) }, "algorithm"},
 		{"shared store, random hash key", func() { httplimit.LimitByIP(10, time.Minute, httplimit.WithStore(shared)) }, "WithStore without WithIdentity: identity: HashKey: required: the store is shared"},
-		{"nil lookup", func() { httplimit.LimitByAPIKey(10, time.Minute, nil) }, "nil identity.Lookup"},
+		{"nil lookup", func() { httplimit.LimitByAPIKey(10, time.Minute, nil) }, "LimitByAPIKey needs an identity.Lookup"},
 		{"keys twice", func() {
 			httplimit.LimitByAPIKey(10, time.Minute, identity.Table{"k": {Tenant: "t", Plan: "p"}}, httplimit.WithIdentity(ids))
 		}, "both say who pays"},
