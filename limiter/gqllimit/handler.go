@@ -16,7 +16,9 @@ import (
 // Budget is a cost budget per caller: burst points at once, refilled at
 // limit points per period, charged each operation's cost. Callers are told
 // apart by API key and tenant (identity.Config.APIKeys, given through
-// WithIdentity), and by client address without a key.
+// WithIdentity), and by client address without a key; a request sending
+// an X-API-Key that the Resolver does not know is answered 401 once charged
+// to its address (with Handler's own Resolver, any key is unknown).
 func Budget(limit int64, period time.Duration, burst int64) *limiter.Policy {
 	return &limiter.Policy{Name: "graphql", Algorithm: limiter.TokenBucket, Limit: limit, Period: period, Burst: burst,
 		Key: []string{identity.PartTenant, identity.PartAPIKey}}
