@@ -225,6 +225,8 @@ func TestOneCallRefusesAtSetup(t *testing.T) {
 	}{
 		{"zero limit", func() { httplimit.LimitByIP(0, time.Minute) }, "limit"},
 		{"zero period", func() { httplimit.LimitByIP(10, 0) }, "period"},
+		{"negative limit", func() { httplimit.LimitByIP(-1, time.Minute) }, "limit"},
+		{"empty name", func() { httplimit.LimitByIP(10, time.Minute, httplimit.WithName("")) }, "name"},
 		{"nil key", func() { httplimit.Limit(10, time.Minute, nil) }, "nil KeyFunc"},
 		{"unknown algorithm", func() { httplimit.LimitByIP(10, time.Minute, httplimit.WithAlgorithm("fifo")) }, "algorithm"},
 		{"shared store, random hash key", func() { httplimit.LimitByIP(10, time.Minute, httplimit.WithStore(shared)) }, "WithStore without WithIdentity: identity: HashKey: required: the store is shared"},
