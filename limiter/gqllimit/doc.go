@@ -3,6 +3,19 @@
 // bucket, refunds what the operation did not use, and reports both in
 // extensions.cost, in Shopify's shape.
 //
+// # One call
+//
+// A maximum cost alone is an extension, as gqlgen's FixedComplexityLimit
+// is; a cost budget per caller is one call around the server:
+//
+//	srv.Use(gqllimit.FixedCostLimit(1000))
+//	http.Handle("/query", gqllimit.Handler(srv, gqllimit.Budget(50, time.Second, 1000)))
+//
+// [Handler] keeps the budgets in process memory unless [WithStore] says
+// otherwise, and serves Automatic Persisted Queries itself, so the server
+// `gqlgen init` generates keeps its APQ as it is. It panics at setup on a
+// programmer's error; [New] takes the full [Config] and returns errors.
+//
 // # Pieces
 //
 // [Limiter.Handler] serves a gqlgen server behind the limit: it installs

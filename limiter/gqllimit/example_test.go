@@ -17,7 +17,49 @@ import (
 	"github.com/costgate/costgate/limiter/memstore"
 )
 
-// A cost limit on a gqlgen server of your own, in a few lines. The schema
+// A maximum cost on a gqlgen server, in one line: operations priced over
+// 50 are refused before they run, nothing is charged.
+func ExampleFixedCostLimit() {
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop()}}))
+	srv.AddTransport(transport.POST{})
+	srv.Use(gqllimit.FixedCostLimit(50))
+
+	body := `{"query":"{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }"}`
+	req := httptest.NewRequest("POST", "/query", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, req)
+	fmt.Println(w.Body.String())
+	// Output:
+	// {"errors":[{"message":"the operation costs 61, more than the maximum of 50","extensions":{"code":"MAX_COST_EXCEEDED","cost":61,"maxCost":50}}],"data":null}
+}
+
+// A cost budget on a gqlgen server in one call: 1000 points an hour per
+// caller, all at once if it likes, kept in process memory.
+func ExampleHandler() {
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop()}}))
+	srv.AddTransport(transport.POST{})
+	h := gqllimit.Handler(srv, gqllimit.Budget(1000, time.Hour, 1000))
+
+	body := `{"query":"{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }"}`
+	req := httptest.NewRequest("POST", "/query", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+
+	var res struct {
+		Extensions struct{ Cost gqllimit.Cost } `json:"extensions"`
+	}
+	json.Unmarshal(w.Body.Bytes(), &res)
+	c := res.Extensions.Cost
+	fmt.Println("status", w.Code, "requested", c.RequestedQueryCost, "actual", *c.ActualQueryCost)
+	fmt.Println("available", c.ThrottleStatus.CurrentlyAvailable, "of", c.ThrottleStatus.MaximumAvailable)
+	// Output:
+	// status 200 requested 61 actual 45
+	// available 955 of 1000
+}
+
+// The full configuration: a store, a hash key and API keys of your choosing. The schema
 // declares @cost and @listSize; gqlgen.yml marks both skip_runtime: true.
 func ExampleLimiter_Handler() {
 	lim, err := limiter.New(memstore.New(nil))

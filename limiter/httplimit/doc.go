@@ -2,6 +2,36 @@
 // and login by the policies of the route a request matches, and writes the
 // headers and bodies clients rely on.
 //
+// # One call
+//
+// The common cases take one line, as go-chi/httprate's do:
+//
+//	r.Use(httplimit.LimitByIP(100, time.Minute))
+//	r.With(httplimit.LimitByAPIKey(1000, time.Minute, keys)).Get("/api/orders", orders)
+//	r.With(auth, httplimit.Limit(50, time.Minute, httplimit.KeyFromContext(userKey{}))).Post("/upload", upload)
+//
+// [Limit] limits every request it sees by the key a [KeyFunc] returns
+// ([KeyByIP], [KeyByAPIKey], [KeyByEndpoint], [KeyFromContext], [Keys], or
+// your own): under r.With or r.Group that is the route or group, with no
+// Route to write. By default the count is a sliding window kept in process
+// memory, and keys are hashed with a random key drawn at start; [WithStore]
+// and [WithIdentity] share them between processes (a shared store needs a
+// shared hash key, and is refused without one). The one-call forms panic at
+// setup on a programmer's error (a limit below 1, a nil key function, a
+// shared store without a shared hash key), never on a request; limits read
+// from a file go through [New], which returns errors.
+//
+// # Middleware order
+//
+// A key function reads the request as it reaches the limiter. One that
+// reads the context ([KeyFromContext], a user id your authentication put
+// there) needs that middleware to run first: r.With(auth, limit), not
+// r.With(limit, auth). Run too early, it finds nothing, and the request is
+// refused with 500 and a log line rather than counted in one bucket with
+// every other caller; an error or an empty key from any KeyFunc is refused
+// the same way. With [New], an identity.PartFunc that finds nothing is keyed
+// by the client address instead (see identity.Config.Parts).
+//
 // # Routes
 //
 // A [Route] pattern is the config file's syntax: "METHOD /path" or "/path",

@@ -338,7 +338,14 @@ func (m *Middleware) routeKeyPart(r *http.Request, id *identity.Identity, rt *co
 func (m *Middleware) charge(w http.ResponseWriter, r *http.Request, id *identity.Identity, policies []*limiter.Policy, userErr *identity.UsernameError) bool {
 	var buf [4]limiter.Decision // a route rarely has more: no allocation
 	decisions, ok := m.check(buf[:0], r.Context(), policies, id, 1)
-	header.Set(w.Header(), m.cfg.Clock(), decisions)
+	return answer(w, r, m.cfg.Clock(), decisions, ok, userErr)
+}
+
+// answer writes the rate-limit headers of decisions and answers a denial,
+// or userErr when they allow; it reports whether the request may go on,
+// once a leaky bucket's turn came.
+func answer(w http.ResponseWriter, r *http.Request, now time.Time, decisions []limiter.Decision, ok bool, userErr *identity.UsernameError) bool {
+	header.Set(w.Header(), now, decisions)
 	if !ok {
 		WriteDenied(w, decisions[len(decisions)-1])
 		return false

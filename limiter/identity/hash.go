@@ -3,10 +3,14 @@ package identity
 import (
 	"bytes"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"hash"
 	"sync"
+
+	"github.com/costgate/costgate/limiter"
 )
 
 // hasher turns identities into store key parts with a keyed hash, so that no
@@ -31,4 +35,26 @@ func (h hasher) hash(part, value string) string {
 	out := base64.RawURLEncoding.EncodeToString(m.Sum(sum[:0])[:16])
 	h.pool.Put(m)
 	return out
+}
+
+// Hash is the keyed hash the Resolver applies to identities, for a key of
+// the application's own (httplimit's KeyFunc): part names what value is,
+// so that equal texts of two parts never share a store key.
+func (res *Resolver) Hash(part, value string) string { return res.hash.hash(part, value) }
+
+// NewForStore is New for a Resolver whose keys go to store: a store no
+// other process reads (limiter.Local, as memstore is) needs no HashKey, and
+// one is drawn at random when cfg has none; a store other processes share
+// needs the HashKey they all use, and is refused without it.
+func NewForStore(cfg Config, store limiter.Store) (*Resolver, error) {
+	if len(cfg.HashKey) == 0 {
+		local, ok := store.(limiter.Local)
+		if !ok || !local.Local() {
+			return nil, fmt.Errorf("identity: %w", &limiter.FieldError{Field: "HashKey",
+				Reason: "required: the store is shared with other processes, which must hash identities alike (16+ bytes, the same on every gateway)"})
+		}
+		cfg.HashKey = make([]byte, 32)
+		rand.Read(cfg.HashKey) // never fails (crypto/rand)
+	}
+	return New(cfg)
 }

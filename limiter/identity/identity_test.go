@@ -16,6 +16,7 @@ import (
 
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/identity"
+	"github.com/costgate/costgate/limiter/memstore"
 )
 
 func TestClientIP(t *testing.T) {
@@ -433,4 +434,34 @@ func FuzzNormalizeUsername(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sharedStore is a memstore seen as a store other processes share, as Redis is.
+type sharedStore struct{ limiter.Store }
+
+func TestNewForStore(t *testing.T) {
+	local := memstore.New(nil)
+	a, err := identity.NewForStore(identity.Config{}, local)
+	if err != nil {
+		t.Fatalf("local store without a hash key: %v", err)
+	}
+	b, err := identity.NewForStore(identity.Config{}, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Hash("ip", "192.0.2.1") == b.Hash("ip", "192.0.2.1") {
+		t.Fatal("two resolvers drew the same hash key")
+	}
+	if _, err := identity.NewForStore(identity.Config{}, sharedStore{local}); err == nil || !strings.Contains(err.Error(), "HashKey: required: the store is shared") {
+		t.Fatalf("shared store without a hash key: %v, want HashKey refused", err)
+	}
+	key := []byte("a secret every gateway shares")
+	c, err := identity.NewForStore(identity.Config{HashKey: key}, sharedStore{local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := identity.New(identity.Config{HashKey: key})
+	if c.Hash("ip", "x") != d.Hash("ip", "x") {
+		t.Fatal("the hash key given was not used")
+	}
 }
