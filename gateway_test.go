@@ -176,6 +176,24 @@ graphql: {path: ""}
 // change nothing.
 func TestNginxInFront(t *testing.T) {
 	conf := readmeBlock(t, "<!-- the nginx config of TestNginxInFront -->")
+	up := startShop(t)
+	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig)}, nil)
+	ngx := nginxtest.Start(t, func(listen string) string {
+		return substitute(t, conf,
+			"server 127.0.0.1:8080;", "server "+at.HTTP+";",
+			"proxy_pass http://127.0.0.1:9000;", "proxy_pass "+up.URL+";",
+			"listen 80;", "listen "+listen+";")
+	})
+	frontedLimits(t, "http://"+ngx.Addr, "http://"+at.HTTP, "through nginx")
+	if strings.Contains(ngx.Log(), "auth request unexpected status") {
+		t.Errorf("nginx could not relay a check:\n%s", ngx.Log())
+	}
+}
+
+// startShop starts the service behind the gateways: the example's
+// product list and its login, which answers 401 to a wrong password.
+func startShop(t *testing.T) *httptest.Server {
+	t.Helper()
 	shop := http.NewServeMux()
 	shop.HandleFunc("GET /api/products", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -184,15 +202,16 @@ func TestNginxInFront(t *testing.T) {
 	shop.Handle("POST /login", demo.NewLogin())
 	up := httptest.NewServer(shop)
 	t.Cleanup(up.Close)
-	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig)}, nil)
-	ngx := nginxtest.Start(t, func(listen string) string {
-		return substitute(t, conf,
-			"server 127.0.0.1:8080;", "server "+at.HTTP+";",
-			"proxy_pass http://127.0.0.1:9000;", "proxy_pass "+up.URL+";",
-			"listen 80;", "listen "+listen+";")
-	})
-	front := "http://" + ngx.Addr
+	return up
+}
 
+// frontedLimits asserts what a client sees through a gateway at front in
+// front of a service, costgate (at direct) its forward auth: 150 at once,
+// then 429 with Retry-After, the rate-limit headers and the JSON body; the
+// login limits per address and per username decision for decision what the
+// embedded middleware at direct answers; headers a client forges change
+// nothing. gateway names the gateway in failure messages ("through nginx").
+func frontedLimits(t *testing.T, front, direct, gateway string) {
 	t.Run("burst", func(t *testing.T) {
 		c := clientFrom("127.0.0.2")
 		var wg sync.WaitGroup
@@ -296,7 +315,7 @@ func TestNginxInFront(t *testing.T) {
 			}
 			return out
 		}
-		direct := answers(1, "http://"+at.HTTP, "victim") // the embedded middleware in front of the demo login
+		direct := answers(1, direct, "victim") // the embedded middleware in front of the demo login
 		via := answers(2, front, "quarry")
 		// The runs happen one after the other on the real clock: the seconds
 		// until a slot frees may differ by the time between them.
@@ -306,32 +325,29 @@ func TestNginxInFront(t *testing.T) {
 			d, v := direct[i], via[i]
 			for _, h := range []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "Content-Type"} {
 				if timeless(d.header.Get(h)) != timeless(v.header.Get(h)) {
-					t.Errorf("attempt %d: %s through nginx %q, embedded %q", i, h, v.header.Get(h), d.header.Get(h))
+					t.Errorf("attempt %d: %s %s %q, embedded %q", i, h, gateway, v.header.Get(h), d.header.Get(h))
 				}
 			}
 			dr, _ := strconv.Atoi(d.header.Get("Retry-After"))
 			vr, _ := strconv.Atoi(v.header.Get("Retry-After"))
 			if (dr == 0) != (vr == 0) || vr > dr+30 || vr < dr-30 {
-				t.Errorf("attempt %d: Retry-After through nginx %d, embedded %d", i, vr, dr)
+				t.Errorf("attempt %d: Retry-After %s %d, embedded %d", i, gateway, vr, dr)
 			}
 			if d.status != v.status || timeless(d.body) != timeless(v.body) {
-				t.Errorf("attempt %d: through nginx %d %s, embedded %d %s", i, v.status, v.body, d.status, d.body)
+				t.Errorf("attempt %d: %s %d %s, embedded %d %s", i, gateway, v.status, v.body, d.status, d.body)
 			}
 		}
 		want := map[int]string{10: "login_ip", 11: "login_ip", 22: "login_user", 23: "login_user"}
 		for i, v := range via {
 			if p, denied := want[i]; denied {
 				if v.status != 429 || !strings.Contains(v.body, `"policy":"`+p+`"`) {
-					t.Errorf("attempt %d through nginx: %d %s, want 429 by %s", i, v.status, v.body, p)
+					t.Errorf("attempt %d %s: %d %s, want 429 by %s", i, gateway, v.status, v.body, p)
 				}
 			} else if v.status != 401 || !strings.Contains(v.body, "invalid_credentials") {
-				t.Errorf("attempt %d through nginx: %d %s, want the service's 401", i, v.status, v.body)
+				t.Errorf("attempt %d %s: %d %s, want the service's 401", i, gateway, v.status, v.body)
 			}
 		}
 	})
-	if strings.Contains(ngx.Log(), "auth request unexpected status") {
-		t.Errorf("nginx could not relay a check:\n%s", ngx.Log())
-	}
 }
 
 // envoyRoutes loads the README's Envoy config into Envoy's own types
