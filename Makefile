@@ -6,7 +6,7 @@ GO ?= go
 test: deps
 	$(GO) test -race -count=1 ./...
 
-# The tests start real redis-server and nginx processes (never a fake); they
+# The tests start real redis-server, nginx and caddy processes (never a fake); they
 # come from Debian's packages.
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1; then \
@@ -34,6 +34,15 @@ deps:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; \
 		else \
 			echo "the tests need nginx: sudo apt-get install -y nginx" >&2; exit 1; \
+		fi; \
+	fi
+	@# ... and Debian's caddy in front of a service, costgate as its forward_auth.
+	@if ! [ -x /usr/bin/caddy ] && ! command -v caddy >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing caddy (apt-get)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq caddy >/dev/null; \
+		else \
+			echo "the tests need caddy: sudo apt-get install -y caddy" >&2; exit 1; \
 		fi; \
 	fi
 

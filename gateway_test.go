@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/costgate/costgate/internal/demo"
 	"github.com/costgate/costgate/internal/nginxtest"
@@ -176,6 +177,24 @@ graphql: {path: ""}
 // change nothing.
 func TestNginxInFront(t *testing.T) {
 	conf := readmeBlock(t, "<!-- the nginx config of TestNginxInFront -->")
+	up := startShop(t)
+	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig)}, nil)
+	ngx := nginxtest.Start(t, func(listen string) string {
+		return substitute(t, conf,
+			"server 127.0.0.1:8080;", "server "+at.HTTP+";",
+			"proxy_pass http://127.0.0.1:9000;", "proxy_pass "+up.URL+";",
+			"listen 80;", "listen "+listen+";")
+	})
+	frontedLimits(t, "http://"+ngx.Addr, "http://"+at.HTTP, "through nginx")
+	if strings.Contains(ngx.Log(), "auth request unexpected status") {
+		t.Errorf("nginx could not relay a check:\n%s", ngx.Log())
+	}
+}
+
+// startShop starts the service behind the gateways: the example's
+// product list and its login, which answers 401 to a wrong password.
+func startShop(t *testing.T) *httptest.Server {
+	t.Helper()
 	shop := http.NewServeMux()
 	shop.HandleFunc("GET /api/products", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -184,15 +203,16 @@ func TestNginxInFront(t *testing.T) {
 	shop.Handle("POST /login", demo.NewLogin())
 	up := httptest.NewServer(shop)
 	t.Cleanup(up.Close)
-	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig)}, nil)
-	ngx := nginxtest.Start(t, func(listen string) string {
-		return substitute(t, conf,
-			"server 127.0.0.1:8080;", "server "+at.HTTP+";",
-			"proxy_pass http://127.0.0.1:9000;", "proxy_pass "+up.URL+";",
-			"listen 80;", "listen "+listen+";")
-	})
-	front := "http://" + ngx.Addr
+	return up
+}
 
+// frontedLimits asserts what a client sees through a gateway at front in
+// front of a service, costgate (at direct) its forward auth: 150 at once,
+// then 429 with Retry-After, the rate-limit headers and the JSON body; the
+// login limits per address and per username decision for decision what the
+// embedded middleware at direct answers; headers a client forges change
+// nothing. gateway names the gateway in failure messages ("through nginx").
+func frontedLimits(t *testing.T, front, direct, gateway string) {
 	t.Run("burst", func(t *testing.T) {
 		c := clientFrom("127.0.0.2")
 		var wg sync.WaitGroup
@@ -296,7 +316,7 @@ func TestNginxInFront(t *testing.T) {
 			}
 			return out
 		}
-		direct := answers(1, "http://"+at.HTTP, "victim") // the embedded middleware in front of the demo login
+		direct := answers(1, direct, "victim") // the embedded middleware in front of the demo login
 		via := answers(2, front, "quarry")
 		// The runs happen one after the other on the real clock: the seconds
 		// until a slot frees may differ by the time between them.
@@ -306,38 +326,42 @@ func TestNginxInFront(t *testing.T) {
 			d, v := direct[i], via[i]
 			for _, h := range []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "Content-Type"} {
 				if timeless(d.header.Get(h)) != timeless(v.header.Get(h)) {
-					t.Errorf("attempt %d: %s through nginx %q, embedded %q", i, h, v.header.Get(h), d.header.Get(h))
+					t.Errorf("attempt %d: %s %s %q, embedded %q", i, h, gateway, v.header.Get(h), d.header.Get(h))
 				}
 			}
 			dr, _ := strconv.Atoi(d.header.Get("Retry-After"))
 			vr, _ := strconv.Atoi(v.header.Get("Retry-After"))
 			if (dr == 0) != (vr == 0) || vr > dr+30 || vr < dr-30 {
-				t.Errorf("attempt %d: Retry-After through nginx %d, embedded %d", i, vr, dr)
+				t.Errorf("attempt %d: Retry-After %s %d, embedded %d", i, gateway, vr, dr)
 			}
 			if d.status != v.status || timeless(d.body) != timeless(v.body) {
-				t.Errorf("attempt %d: through nginx %d %s, embedded %d %s", i, v.status, v.body, d.status, d.body)
+				t.Errorf("attempt %d: %s %d %s, embedded %d %s", i, gateway, v.status, v.body, d.status, d.body)
 			}
 		}
 		want := map[int]string{10: "login_ip", 11: "login_ip", 22: "login_user", 23: "login_user"}
 		for i, v := range via {
 			if p, denied := want[i]; denied {
 				if v.status != 429 || !strings.Contains(v.body, `"policy":"`+p+`"`) {
-					t.Errorf("attempt %d through nginx: %d %s, want 429 by %s", i, v.status, v.body, p)
+					t.Errorf("attempt %d %s: %d %s, want 429 by %s", i, gateway, v.status, v.body, p)
 				}
 			} else if v.status != 401 || !strings.Contains(v.body, "invalid_credentials") {
-				t.Errorf("attempt %d through nginx: %d %s, want the service's 401", i, v.status, v.body)
+				t.Errorf("attempt %d %s: %d %s, want the service's 401", i, gateway, v.status, v.body)
 			}
 		}
 	})
-	if strings.Contains(ngx.Log(), "auth request unexpected status") {
-		t.Errorf("nginx could not relay a check:\n%s", ngx.Log())
-	}
 }
 
 // envoyRoutes loads the README's Envoy config into Envoy's own types
 // (protojson, then the generated validation) and returns the domain of its
 // rate-limit filter and its routes.
 func envoyRoutes(t *testing.T) (string, []*routev3.Route) {
+	domain, hcm := envoyListener(t)
+	return domain, hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()
+}
+
+// envoyListener loads the README's Envoy config as envoyRoutes does and
+// returns its HTTP connection manager.
+func envoyListener(t *testing.T) (string, *hcmv3.HttpConnectionManager) {
 	t.Helper()
 	js, err := yaml.YAMLToJSON([]byte(readmeBlock(t, "<!-- the Envoy config of TestGatewaysShareOneBudget -->")))
 	if err != nil {
@@ -361,7 +385,7 @@ func envoyRoutes(t *testing.T) (string, []*routev3.Route) {
 	if rl.GetRateLimitService().GetGrpcService().GetEnvoyGrpc().GetClusterName() != "costgate" {
 		t.Fatalf("the rate-limit filter calls %v", rl.GetRateLimitService())
 	}
-	return rl.GetDomain(), hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()
+	return rl.GetDomain(), &hcm
 }
 
 // envoyRequest is what Envoy's actions read of a request.
@@ -376,18 +400,7 @@ type envoyRequest struct {
 func envoyDescriptors(t *testing.T, routes []*routev3.Route, r envoyRequest) []*rlcommon.RateLimitDescriptor {
 	t.Helper()
 	for _, rt := range routes {
-		m := rt.GetMatch()
-		switch {
-		case m.GetPath() != "" && m.GetPath() != r.path, m.GetPrefix() != "" && !strings.HasPrefix(r.path, m.GetPrefix()):
-			continue
-		}
-		matched := true
-		for _, h := range m.GetHeaders() {
-			if h.GetName() == ":method" && h.GetStringMatch().GetExact() != r.method {
-				matched = false
-			}
-		}
-		if !matched {
+		if !envoyMatches(t, rt.GetMatch(), r) {
 			continue
 		}
 		var out []*rlcommon.RateLimitDescriptor
@@ -421,6 +434,124 @@ func envoyDescriptors(t *testing.T, routes []*routev3.Route, r envoyRequest) []*
 		return out
 	}
 	return nil
+}
+
+// envoyMatches reports whether a route's match takes r, as Envoy's path,
+// prefix, path_separated_prefix (both with case_sensitive), safe_regex
+// (the whole path, no query) and exact header matchers decide.
+func envoyMatches(t *testing.T, m *routev3.RouteMatch, r envoyRequest) bool {
+	t.Helper()
+	p, _, _ := strings.Cut(r.path, "?")
+	fold := m.GetCaseSensitive() != nil && !m.GetCaseSensitive().GetValue()
+	same := func(a, b string) bool { return a == b || fold && strings.EqualFold(a, b) }
+	switch spec := m.GetPathSpecifier().(type) {
+	case *routev3.RouteMatch_Path:
+		if !same(p, spec.Path) {
+			return false
+		}
+	case *routev3.RouteMatch_Prefix:
+		if len(r.path) < len(spec.Prefix) || !same(r.path[:len(spec.Prefix)], spec.Prefix) {
+			return false
+		}
+	case *routev3.RouteMatch_PathSeparatedPrefix:
+		pre := spec.PathSeparatedPrefix
+		if len(p) < len(pre) || !same(p[:len(pre)], pre) || len(p) > len(pre) && p[len(pre)] != '/' {
+			return false
+		}
+	case *routev3.RouteMatch_SafeRegex:
+		if !regexp.MustCompile(`^(?:` + spec.SafeRegex.GetRegex() + `)$`).MatchString(p) {
+			return false
+		}
+	default:
+		t.Fatalf("path matcher %T is not simulated", spec)
+	}
+	for _, h := range m.GetHeaders() {
+		if h.GetName() != ":method" {
+			t.Fatalf("header matcher on %s is not simulated", h.GetName())
+		}
+		sm := h.GetStringMatch()
+		if sm.GetExact() != r.method && !(sm.GetIgnoreCase() && strings.EqualFold(sm.GetExact(), r.method)) {
+			return false
+		}
+	}
+	return true
+}
+
+// envoyPath is the path Envoy's HTTP connection manager routes for a
+// request path: normalize_path (RFC 3986 dot segments, escapes of
+// unreserved characters decoded), merge_slashes, and
+// path_with_escaped_slashes_action (a redirect is followed: the path the
+// client then sends is routed). rejected: Envoy answers 400 itself.
+func envoyPath(hcm *hcmv3.HttpConnectionManager, target string) (path string, rejected bool) {
+	p, query, hasQuery := strings.Cut(target, "?")
+	for range 2 { // the request, and the one a redirect makes
+		if hcm.GetNormalizePath().GetValue() {
+			p = removeDotSegments(decodeUnreserved(p))
+		}
+		if hcm.GetMergeSlashes() {
+			for strings.Contains(p, "//") {
+				p = strings.ReplaceAll(p, "//", "/")
+			}
+		}
+		escaped := regexp.MustCompile(`(?i)%2f|%5c`)
+		if !escaped.MatchString(p) {
+			break
+		}
+		switch hcm.GetPathWithEscapedSlashesAction() {
+		case hcmv3.HttpConnectionManager_REJECT_REQUEST:
+			return "", true
+		case hcmv3.HttpConnectionManager_UNESCAPE_AND_REDIRECT, hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
+			p = escaped.ReplaceAllStringFunc(p, func(e string) string {
+				if strings.EqualFold(e, "%2f") {
+					return "/"
+				}
+				return `\`
+			})
+			continue
+		}
+		break
+	}
+	if hasQuery {
+		p += "?" + query
+	}
+	return p, false
+}
+
+// decodeUnreserved decodes the escapes of unreserved characters (RFC 3986
+// section 6.2.2.2), as Envoy's path normalisation does.
+func decodeUnreserved(p string) string {
+	return regexp.MustCompile(`%[0-9A-Fa-f]{2}`).ReplaceAllStringFunc(p, func(e string) string {
+		b, _ := strconv.ParseUint(e[1:], 16, 8)
+		if c := byte(b); c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			return string(c)
+		}
+		return strings.ToUpper(e)
+	})
+}
+
+// removeDotSegments is RFC 3986 section 5.2.4 on an absolute path.
+func removeDotSegments(p string) string {
+	var out []string
+	segs := strings.Split(p, "/")[1:]
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch seg {
+		case ".":
+			if last {
+				out = append(out, "")
+			}
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, seg)
+		}
+	}
+	return "/" + strings.Join(out, "/")
 }
 
 func cmpOr(a, b string) string {
@@ -685,6 +816,55 @@ func TestNginxEverySpellingOfALockedLogin(t *testing.T) {
 			if r := rawRequest(t, "127.0.0.1", at.HTTP, method, "/v1/check"+path, trusted, ""); !denied(r) {
 				t.Errorf("%s /v1/check%s: %d %v %s, want 429 by login_user", method, path, r.status, r.header, r.body)
 			}
+		}
+	}
+}
+
+// Every spelling of POST /login that the README's Envoy config lets reach
+// a forgiving upstream produces the login descriptors, and every spelling
+// of /api/* the api ones: a near miss never goes unlimited through the gRPC
+// door, where costgate does not see the path.
+func TestEnvoyConfigLimitsEverySpellingOfARoute(t *testing.T) {
+	domain, hcm := envoyListener(t)
+	routes := hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()
+	header := map[string]string{"x-login-user": "victim"}
+	want := func(method, path string) []*rlcommon.RateLimitDescriptor {
+		ds := envoyDescriptors(t, routes, envoyRequest{method: method, path: path, remote: "192.0.2.1", header: header})
+		if len(ds) == 0 {
+			t.Fatalf("%s %s: no descriptor", method, path)
+		}
+		return ds
+	}
+	for _, tc := range []struct {
+		canonical string
+		spellings []string
+	}{
+		{"/login", []string{"/login", "/LOGIN", "/Login", "/login/", "/LOGIN/", "//login", "/./login", "/x/../login", "/login/.",
+			"/%6Cogin", "/login%2F", "/login%2f", "/login;jsessionid=A1", "/login.json", "/login?next=/"}},
+		{"/api/products", []string{"/api/products", "/API/products", "/Api/Products/", "/api", "//api//products", "/api/x/../products", "/api%2Fproducts"}},
+	} {
+		method := "GET"
+		if tc.canonical == "/login" {
+			method = "POST"
+		}
+		canonical := want(method, tc.canonical)
+		for _, m := range []string{method, strings.ToLower(method)} {
+			for _, spelling := range tc.spellings {
+				path, rejected := envoyPath(hcm, spelling)
+				if rejected {
+					continue // Envoy's own 400: the upstream never sees it
+				}
+				got := envoyDescriptors(t, routes, envoyRequest{method: m, path: path, remote: "192.0.2.1", header: header})
+				if !slices.EqualFunc(got, canonical, func(a, b *rlcommon.RateLimitDescriptor) bool { return proto.Equal(a, b) }) {
+					t.Errorf("%s %s (routed as %s) in domain %s: descriptors %v, want those of %s %s: %v", m, spelling, path, domain, got, method, tc.canonical, canonical)
+				}
+			}
+		}
+	}
+	// Near misses no common backend routes to a limited handler stay apart.
+	for _, p := range []string{"/logins", "/apix", "/v1/login"} {
+		if ds := envoyDescriptors(t, routes, envoyRequest{method: "POST", path: p, remote: "192.0.2.1"}); len(ds) != 0 {
+			t.Errorf("POST %s: descriptors %v, want none", p, ds)
 		}
 	}
 }

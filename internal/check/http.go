@@ -117,8 +117,7 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !isGateway(r.RemoteAddr, h.cfg.Gateways) {
 		h.refusals.refused("/v1/check", r.RemoteAddr)
-		writeError(w, http.StatusForbidden, CodeUntrustedPeer,
-			"/v1/check answers only the gateways listed in identity.trusted_proxies")
+		refuseUntrusted(w, fmt.Sprintf("/v1/check answers only the gateways listed in identity.trusted_proxies: add this gateway's address (%s) to it", peerIP(r.RemoteAddr)))
 		return
 	}
 	orig, target, denyStatus, err := originalRequest(r)
@@ -414,11 +413,31 @@ func (b *bufferedWriter) flush() {
 	b.ResponseWriter.Write(b.body.Bytes())
 }
 
-// RefuseAll answers every check with 403: the server mounts it at Path
-// while identity.trusted_proxies lists no gateway.
-func RefuseAll(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusForbidden, CodeUntrustedPeer,
-		"identity.trusted_proxies lists no gateway: /v1/check answers none until it does")
+// RefuseAll answers every check with 403, logging the refusals: the
+// server mounts it at Path while identity.trusted_proxies lists no gateway.
+func RefuseAll(logger *slog.Logger) http.Handler {
+	refusals := &refusalLog{logger: logger}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		refusals.refused("/v1/check", r.RemoteAddr)
+		refuseUntrusted(w, fmt.Sprintf("identity.trusted_proxies lists no gateway: /v1/check answers none until it does; add this gateway's address (%s) to it", peerIP(r.RemoteAddr)))
+	})
+}
+
+// refuseUntrusted answers a peer that is no gateway: 403, the body copied
+// into ErrorBodyHeader too, so that nginx, which drops the body of a
+// sub-request, can show the client why rather than an empty answer.
+func refuseUntrusted(w http.ResponseWriter, message string) {
+	body, _ := json.Marshal(errorBody{Error: CodeUntrustedPeer, Message: message})
+	w.Header().Set(ErrorBodyHeader, string(body))
+	writeError(w, http.StatusForbidden, CodeUntrustedPeer, message)
+}
+
+// peerIP is the address of a peer without its port.
+func peerIP(remote string) string {
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		return ap.Addr().Unmap().String()
+	}
+	return remote
 }
 
 // refusalLog logs refused peers at most once a second, with the count in
@@ -431,6 +450,6 @@ type refusalLog struct {
 
 func (l *refusalLog) refused(door, peer string) {
 	if n, ok := l.gate.Pass(time.Now()); ok {
-		l.logger.Warn("gateway check refused: the peer is not in identity.trusted_proxies", "door", door, "peer", peer, "refused", n+1)
+		l.logger.Warn("gateway check refused: the peer is not in identity.trusted_proxies (add its address there if it is your gateway)", "door", door, "peer", peer, "refused", n+1)
 	}
 }

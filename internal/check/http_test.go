@@ -155,6 +155,10 @@ func TestCheckNamesTheOriginalRequest(t *testing.T) {
 				if e := decodeError(t, w); e.Error != tc.code {
 					t.Errorf("error %q, want %q (%s)", e.Error, tc.code, e.Message)
 				}
+				// nginx drops a sub-request's body: the refusal of a peer must reach it in the header.
+				if got := w.Header().Get(check.ErrorBodyHeader); tc.code == check.CodeUntrustedPeer && got != strings.TrimSpace(w.Body.String()) {
+					t.Errorf("%s %q, want the body %s", check.ErrorBodyHeader, got, w.Body)
+				}
 				if keys := rg.keys(t); len(keys) != 0 {
 					t.Errorf("a refused check charged %v", keys)
 				}

@@ -236,7 +236,7 @@ func TestLoadConfigFiles(t *testing.T) {
 		if got, want := c.PlanMultiplier("platinum"), int64(1); got != want {
 			t.Errorf("PlanMultiplier(platinum) = %d, want %d", got, want)
 		}
-		wantWarnings := []string{`identity.api_keys[#2].plan: plan "platinum" is not in plans: multiplier 1`}
+		wantWarnings := []string{filepath.Join("testdata", "config", "production.yaml") + `:15: identity.api_keys[#2].plan: plan "platinum" is not in plans: multiplier 1`}
 		if got := c.Warnings(); !slices.Equal(got, wantWarnings) {
 			t.Errorf("Warnings() = %q, want %q", got, wantWarnings)
 		}

@@ -282,6 +282,7 @@ func (v *validator) routes() {
 		return
 	}
 	routes := make([]httplimit.Route, len(v.c.Routes))
+	unknown := false
 	for i, rc := range v.c.Routes {
 		field := fmt.Sprintf("routes[%d]", i)
 		routes[i].Pattern = rc.Match
@@ -293,13 +294,20 @@ func (v *validator) routes() {
 		for j, name := range rc.Policies {
 			if _, ok := v.c.Policies[name]; !ok {
 				v.fail(fmt.Sprintf("%s.policies[%d]", field, j), "unknown policy %q%s", name, v.known())
+				unknown = true
 				routes[i].Policies = append(routes[i].Policies, nil)
 				continue
 			}
 			routes[i].Policies = append(routes[i].Policies, &limiter.Policy{Name: name})
 		}
 	}
-	v.library(httplimit.ValidateRoutes(routes), "routes", func(f string) (string, bool) {
+	err := httplimit.ValidateRoutes(routes)
+	if unknown {
+		// "no route has a policy" would only echo the unknown names above,
+		// and on an earlier line, so it would be read first.
+		err = withoutField(err, "Routes")
+	}
+	v.library(err, "routes", func(f string) (string, bool) {
 		if f == "Routes" {
 			return "routes", true
 		}
@@ -320,6 +328,19 @@ func (v *validator) routes() {
 	})
 	// An unknown name and a missing match are reported above; drop their echo.
 	v.errs = slices.DeleteFunc(v.errs, func(e *Error) bool { return e.Field == "routes" && strings.HasPrefix(e.Reason, "Routes[") })
+}
+
+// withoutField is err without the library's FieldErrors on field.
+func withoutField(err error, field string) error {
+	var keep []error
+	for _, e := range limiter.Errors(err) {
+		var fe *limiter.FieldError
+		if errors.As(e, &fe) && fe.Field == field {
+			continue
+		}
+		keep = append(keep, e)
+	}
+	return errors.Join(keep...)
 }
 
 // known lists the defined policies for an "unknown policy" message.
@@ -514,8 +535,8 @@ func (c *Config) Warnings() []string {
 		for _, key := range sortedKeys(c.Identity.APIKeys) {
 			plan := c.Identity.APIKeys[key].Plan
 			if _, ok := c.Plans[plan]; !ok {
-				out = append(out, fmt.Sprintf("%s.plan: plan %q is not in plans: multiplier 1",
-					c.entryPath("identity.api_keys", key), plan))
+				out = append(out, c.warning(c.entryPath("identity.api_keys", key)+".plan",
+					fmt.Sprintf("plan %q is not in plans: multiplier 1", plan)))
 			}
 		}
 	}
@@ -577,6 +598,18 @@ func (c *Config) Warnings() []string {
 		out = append(out, "server.max_conns_per_ip: 0 takes the default, a quarter of the open-file limit")
 	}
 	return out
+}
+
+// warning is field's warning, with the file and line where the file has them.
+func (c *Config) warning(field, reason string) string {
+	if c.src == nil {
+		return field + ": " + reason
+	}
+	e := Error{File: c.src.name, Field: field, Reason: reason}
+	for p := field; p != "" && e.Line == 0; p = c.src.parent(p) {
+		e.Line = c.src.lines[p]
+	}
+	return e.Error()
 }
 
 func parsePrefix(s string) (netip.Prefix, error) {

@@ -46,13 +46,32 @@ func Find() (string, error) {
 // the 127.0.0.1:PORT its server must listen on, and stops it at cleanup.
 func Start(tb testing.TB, http func(listen string) string) *Server {
 	tb.Helper()
+	return StartConfig(tb, func(listen, dir string) string {
+		var conf strings.Builder
+		fmt.Fprintf(&conf, "daemon off;\nmaster_process off;\nworker_processes 1;\npid %s;\nerror_log stderr notice;\n", filepath.Join(dir, "nginx.pid"))
+		conf.WriteString("events { worker_connections 1024; }\nhttp {\n    access_log off;\n")
+		for _, p := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+			fmt.Fprintf(&conf, "    %s_temp_path %s;\n", p, filepath.Join(dir, p))
+		}
+		conf.WriteString(http(listen))
+		conf.WriteString("\n}\n")
+		return conf.String()
+	})
+}
+
+// StartConfig runs nginx with the whole config conf(listen, dir) returns,
+// dir being its prefix (relative paths in the config are under it), and
+// stops it at cleanup. The config must keep nginx in the foreground
+// (daemon off) and log to stderr.
+func StartConfig(tb testing.TB, conf func(listen, dir string) string) *Server {
+	tb.Helper()
 	bin, err := Find()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	var lastErr error
 	for range 3 { // a free port can be taken between picking and binding it
-		s, err := start(tb, bin, http)
+		s, err := start(tb, bin, conf)
 		if err == nil {
 			return s
 		}
@@ -62,7 +81,7 @@ func Start(tb testing.TB, http func(listen string) string) *Server {
 	return nil
 }
 
-func start(tb testing.TB, bin string, http func(string) string) (*Server, error) {
+func start(tb testing.TB, bin string, whole func(listen, dir string) string) (*Server, error) {
 	dir := tb.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -70,16 +89,9 @@ func start(tb testing.TB, bin string, http func(string) string) (*Server, error)
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	var conf strings.Builder
-	fmt.Fprintf(&conf, "daemon off;\nmaster_process off;\nworker_processes 1;\npid %s;\nerror_log stderr notice;\n", filepath.Join(dir, "nginx.pid"))
-	conf.WriteString("events { worker_connections 1024; }\nhttp {\n    access_log off;\n")
-	for _, p := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
-		fmt.Fprintf(&conf, "    %s_temp_path %s;\n", p, filepath.Join(dir, p))
-	}
-	conf.WriteString(http(addr))
-	conf.WriteString("\n}\n")
+	conf := whole(addr, dir)
 	confPath := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(confPath, []byte(conf.String()), 0o600); err != nil {
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		return nil, err
 	}
 	log := &syncBuffer{}
@@ -96,7 +108,7 @@ func start(tb testing.TB, bin string, http func(string) string) (*Server, error)
 	for {
 		select {
 		case err := <-exited:
-			return nil, fmt.Errorf("nginx exited (%v):\n%s\nconfig:\n%s", err, log.String(), conf.String())
+			return nil, fmt.Errorf("nginx exited (%v):\n%s\nconfig:\n%s", err, log.String(), conf)
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {

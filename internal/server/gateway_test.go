@@ -83,12 +83,15 @@ graphql:
 	}
 }
 
-// Without trusted proxies no gateway may ask: every check is 403.
+// Without trusted proxies no gateway may ask: every check is 403, saying
+// which address to add, with the body in Costgate-Error-Body for nginx
+// (which drops the body of a sub-request's answer).
 func TestCheckWithoutTrustedProxies(t *testing.T) {
 	_, base := newServer(t, strings.Replace(limits, `identity: {trusted_proxies: ["127.0.0.1"]}`, "", 1)+"graphql: {path: \"\"}\n")
-	code, _, body := checkStatus(t, base+"/v1/check/api/products", nil)
-	if code != http.StatusForbidden || !strings.Contains(body, "untrusted_peer") || !strings.Contains(body, "trusted_proxies") {
-		t.Errorf("got %d %s, want 403 untrusted_peer", code, body)
+	code, h, body := checkStatus(t, base+"/v1/check/api/products", nil)
+	if code != http.StatusForbidden || !strings.Contains(body, "untrusted_peer") || !strings.Contains(body, "identity.trusted_proxies") ||
+		!strings.Contains(body, "(127.0.0.1)") || h.Get("Costgate-Error-Body") != strings.TrimSpace(body) {
+		t.Errorf("got %d %v %s, want 403 untrusted_peer naming 127.0.0.1, the body in Costgate-Error-Body", code, h, body)
 	}
 }
 

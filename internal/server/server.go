@@ -189,7 +189,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 		}
 		// The same routes for gateways in front of services in any
 		// language, in proxy mode too.
-		chk = http.HandlerFunc(check.RefuseAll)
+		chk = check.RefuseAll(s.logger)
 		if gateways := cfg.TrustedPrefixes(); len(gateways) > 0 {
 			if chk, err = check.NewHandler(check.HTTPConfig{Limits: rest, Identity: ids, Gateways: gateways,
 				UsernameHeader: cfg.Gateway.UsernameHeader, Logger: s.logger}); err != nil {

@@ -5,7 +5,13 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/limiter"
@@ -57,6 +63,7 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 		}
 		st.name, st.redis, store = "redis", rs, rs
 		timeout = rc.Timeout
+		warnUnreachable(rs, cfg, logger)
 	}
 	// Every store has a local fallback, so that on_store_error: local always
 	// has one to fall back to (the memory store fails only when it is full
@@ -84,6 +91,61 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 		rand.Read(st.hashKey)
 	}
 	return st, nil
+}
+
+// startProbe bounds the question asked of Redis at start: longer than a
+// store timeout, so that a busy machine is not reported as an outage.
+const startProbe = time.Second
+
+// warnUnreachable logs, when Redis does not answer at start, where it was
+// looked for and what limiting does until it answers: the server starts
+// anyway (Redis may come up later), and go-redis's own dial error names
+// neither the config nor the consequences.
+func warnUnreachable(rs *redisstore.Store, cfg *config.Config, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), startProbe)
+	defer cancel()
+	h := rs.Health(ctx)
+	if h.State == limiter.StoreUp {
+		return
+	}
+	attrs := []any{"store", "redis", "addr", redisAddr(cfg.Store.Redis), "state", h.State}
+	for _, n := range h.Nodes {
+		if n.Err != "" {
+			attrs = append(attrs, "error", n.Err)
+			break
+		}
+	}
+	byMode := map[limiter.FailMode][]string{}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Policies)) {
+		mode := cfg.Policies[name].OnStoreError
+		if mode == "" {
+			mode = limiter.FailAllow
+		}
+		byMode[mode] = append(byMode[mode], name)
+	}
+	for _, mode := range []limiter.FailMode{limiter.FailAllow, limiter.FailDeny, limiter.FailLocal} {
+		if names := byMode[mode]; len(names) > 0 {
+			attrs = append(attrs, string(mode), strings.Join(names, ","))
+		}
+	}
+	logger.Warn("store: Redis does not answer at start; costgate serves and keeps trying. "+
+		"Until it answers, each policy's on_store_error decides: allow serves unlimited, deny answers 503, local limits in this process alone", attrs...)
+}
+
+// redisAddr names where the config looks for Redis, without a password.
+func redisAddr(rc *config.RedisConfig) string {
+	switch {
+	case rc.URL != "":
+		if o, err := redis.ParseURL(rc.URL); err == nil {
+			return o.Addr
+		}
+		return "the url"
+	case len(rc.Cluster) > 0:
+		return "cluster " + strings.Join(rc.Cluster, ",")
+	case rc.Sentinel != nil:
+		return fmt.Sprintf("sentinel master %s via %s", rc.Sentinel.Master, strings.Join(rc.Sentinel.Addrs, ","))
+	}
+	return ""
 }
 
 // storeHealth is the store part of the readiness body.
