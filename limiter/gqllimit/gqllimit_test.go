@@ -33,12 +33,12 @@ func TestChargeAndRefund(t *testing.T) {
 	// 2,3,4,5,5,5,1,2,3,4 variants: 34. Actual = 1 + 10 + 34 = 45.
 	must(t, c.RequestedQueryCost == 61, "requested %d, want 61", c.RequestedQueryCost)
 	must(t, c.ActualQueryCost != nil && *c.ActualQueryCost == 45, "actual %v, want 45", c.ActualQueryCost)
-	must(t, c.ThrottleStatus.MaximumAvailable == 1000 && c.ThrottleStatus.RestoreRate == 50, "throttleStatus %+v", c.ThrottleStatus)
+	must(t, c.ThrottleStatus.MaximumAvailable == 1000 && c.ThrottleStatus.RestoreRate == 0.1, "throttleStatus %+v", c.ThrottleStatus)
 	must(t, c.ThrottleStatus.CurrentlyAvailable == before-45, "currentlyAvailable %d, want %d − 45 (charged 61, refunded 16)", c.ThrottleStatus.CurrentlyAvailable, before)
 	must(t, e.available(t) == before-45, "bucket %d after the query, want %d", e.available(t), before-45)
 	// The headers tell the same story.
 	must(t, r.Header.Get("X-RateLimit-Remaining") == fmt.Sprint(before-45), "X-RateLimit-Remaining %q", r.Header.Get("X-RateLimit-Remaining"))
-	must(t, r.Header.Get("RateLimit-Policy") == `"graphql";q=1000;w=20`, "RateLimit-Policy %q", r.Header.Get("RateLimit-Policy"))
+	must(t, r.Header.Get("RateLimit-Policy") == `"graphql";q=1000;w=10000`, "RateLimit-Policy %q", r.Header.Get("RateLimit-Policy"))
 }
 
 // When the bucket is short: HTTP 429 with Retry-After and the rate-limit
@@ -56,8 +56,8 @@ func TestThrottled(t *testing.T) {
 	if r.Status != http.StatusTooManyRequests {
 		t.Fatalf("second: status %d, want 429: %s", r.Status, r.Body)
 	}
-	// 901 − left tokens at 50/s: Retry-After is that, rounded up to seconds.
-	wantRetry := (901 - left + 49) / 50
+	// 901 − left tokens at 0.1/s: Retry-After is that, in whole seconds.
+	wantRetry := (901 - left) * 10
 	must(t, r.Header.Get("Retry-After") == fmt.Sprint(wantRetry), "Retry-After %q, want %d", r.Header.Get("Retry-After"), wantRetry)
 	must(t, r.Code() == gqllimit.CodeThrottled && r.Res.Errors[0].Message == "Throttled", "errors %+v", r.Res.Errors)
 	must(t, r.Res.Errors[0].Extensions["retryAfterSec"] == float64(wantRetry), "retryAfterSec %v", r.Res.Errors[0].Extensions["retryAfterSec"])
