@@ -50,15 +50,20 @@ type load struct {
 	pause    time.Duration
 
 	onStart func() // called once start is set
+	// ping, when set, is a second jitter probe: one round trip to the Redis
+	// processes on a connection of its own, returning how much longer than
+	// expected it took. Redis and the latency proxy are processes of their
+	// own, which a busy machine stalls too, unseen by the in-process probe.
+	ping func() time.Duration
 
 	start   time.Time
 	mu      sync.Mutex
 	samples []sample
-	stalls  []stall // what the jitter probe measured during the run
+	stalls  []stall // what the jitter probes measured during the run
 }
 
-// stall is one wake-up of the jitter probe: at is when it woke, late how
-// much later than asked. A machine busy with other work shows here.
+// stall is one answer of a jitter probe: at is when it came, late how much
+// later than expected. A machine busy with other work shows here.
 type stall struct{ at, late time.Duration }
 
 func (l *load) run(stop <-chan struct{}, limit time.Duration) {
@@ -68,7 +73,10 @@ func (l *load) run(stop <-chan struct{}, limit time.Duration) {
 	}
 	deadline := l.start.Add(limit)
 	var wg sync.WaitGroup
-	wg.Go(func() { l.probe(stop, deadline) })
+	wg.Go(func() { l.probe(stop, deadline, sleepProbe) })
+	if l.ping != nil {
+		wg.Go(func() { l.probe(stop, deadline, l.ping) })
+	}
 	for w := range l.workers {
 		wg.Go(func() {
 			var mine []sample
@@ -99,9 +107,9 @@ func (l *load) run(stop <-chan struct{}, limit time.Duration) {
 	slices.SortFunc(l.samples, func(a, b sample) int { return int(a.at - b.at) })
 }
 
-// probe measures the scheduling jitter of the machine while the load runs:
-// it asks to sleep a millisecond and records how late it wakes.
-func (l *load) probe(stop <-chan struct{}, deadline time.Time) {
+// probe measures the jitter of the machine while the load runs: it calls
+// measure (each answer how late it came) a millisecond apart.
+func (l *load) probe(stop <-chan struct{}, deadline time.Time, measure func() time.Duration) {
 	var stalls []stall
 	for time.Now().Before(deadline) {
 		select {
@@ -110,17 +118,55 @@ func (l *load) probe(stop <-chan struct{}, deadline time.Time) {
 			continue
 		default:
 		}
-		t0 := time.Now()
+		late := measure()
+		stalls = append(stalls, stall{at: time.Since(l.start), late: late})
 		time.Sleep(time.Millisecond)
-		stalls = append(stalls, stall{at: time.Since(l.start), late: time.Since(t0) - time.Millisecond})
 	}
 	l.mu.Lock()
-	l.stalls = stalls
+	l.stalls = append(l.stalls, stalls...)
 	l.mu.Unlock()
 }
 
-// worstStall is the latest the probe woke in [from, to]: how long the
-// machine kept a runnable goroutine waiting then.
+// sleepProbe asks to sleep a millisecond and says how late it woke: how
+// long the machine kept a runnable goroutine of this process waiting.
+func sleepProbe() time.Duration {
+	t0 := time.Now()
+	time.Sleep(time.Millisecond)
+	return time.Since(t0) - time.Millisecond
+}
+
+// pingProbe is a ping for load.ping: a PING on a client of its own (one
+// connection, no timeout of its own), answering how much longer than
+// expected it took.
+func pingProbe(t *testing.T, addr string, expected time.Duration) func() time.Duration {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1, ReadTimeout: -1, WriteTimeout: -1})
+	t.Cleanup(func() { c.Close() })
+	return func() time.Duration {
+		t0 := time.Now()
+		c.Ping(context.Background())
+		return time.Since(t0) - expected
+	}
+}
+
+// measureStalls runs f beside the in-process jitter probe and returns the
+// worst stall the probe saw meanwhile.
+func measureStalls(f func()) time.Duration {
+	l := &load{start: time.Now()}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.probe(stop, time.Now().Add(time.Minute), sleepProbe)
+	}()
+	f()
+	close(stop)
+	<-done
+	return l.worstStall(0, time.Since(l.start))
+}
+
+// worstStall is the latest a probe answered in [from, to]: how long the
+// machine kept this process or Redis waiting then.
 func (l *load) worstStall(from, to time.Duration) time.Duration {
 	var worst time.Duration
 	for _, s := range l.stalls {
@@ -287,6 +333,8 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 		t.Run(latency.String(), func(t *testing.T) {
 			proxy := startProxyProcess(t, srv.Addr())
 			prefix := newPrefix(t)
+			ping := pingProbe(t, proxy.addr, latency)
+			ping() // its connection opened before the count
 			before := connectionsReceived(t, srv)
 			var limiters []*limiter.Limiter
 			for range 3 { // three gateways, each with its own client and pool
@@ -296,14 +344,14 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 			warm := connectionsReceived(t, srv) - before - 1
 			proxy.setLatency(t, latency)
 			p := mustValidate(t, &limiter.Policy{Name: "slow", Algorithm: limiter.SlidingLog, Limit: 100, Period: time.Hour})
-			l := &load{limiters: limiters, policy: p, keys: []string{"k"}, workers: 6, pause: 10 * time.Millisecond}
+			l := &load{limiters: limiters, policy: p, keys: []string{"k"}, workers: 6, pause: 10 * time.Millisecond, ping: ping}
 			l.run(nil, 1500*time.Millisecond)
 			opened := connectionsReceived(t, srv) - before - 2
 			t.Logf("+%s: %s; connections %d before the latency, %d after", latency, stats(l.samples), warm, opened)
 			// A check may fail only where the machine itself stalled long
-			// enough to explain it: the probe saw a goroutine kept waiting
-			// half the headroom (timeout − latency) or more during the check.
-			// A failure without such a stall is the store's.
+			// enough to explain it: a probe saw this process, the proxy or
+			// Redis kept waiting half the headroom (timeout − latency) or more
+			// during the check. A failure without such a stall is the store's.
 			var admitted, errs, excused int
 			for _, s := range l.samples {
 				switch {
@@ -337,7 +385,11 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 }
 
 // DEBUG SLEEP stalls Redis for 0.5s: checks fail open during the stall and
-// for no more than 100ms after it.
+// for no more than 100ms after it. The stall ends, at the latest, when
+// DEBUG SLEEP's own answer arrives; a check that starts later than 100ms
+// after that and fails is the store's fault, unless a jitter probe saw this
+// process or Redis kept waiting half the store timeout during the check
+// (and such checks stay few).
 func TestStallFailsOpenNoLongerThanTheStall(t *testing.T) {
 	srv := redistest.StartServer(t, redistest.WithConfig("enable-debug-command", "yes"))
 	prefix := newPrefix(t)
@@ -346,8 +398,9 @@ func TestStallFailsOpenNoLongerThanTheStall(t *testing.T) {
 		limiters = append(limiters, newLimiterOver(t, open(t, redisstore.ClientOptions{URL: "redis://" + srv.Addr()}, prefix)))
 	}
 	p := mustValidate(t, &limiter.Policy{Name: "stall", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second})
-	l := &load{limiters: limiters, policy: p, keys: []string{"a", "b", "c"}, workers: 6, pause: 2 * time.Millisecond}
-	const stall = 500 * time.Millisecond
+	l := &load{limiters: limiters, policy: p, keys: []string{"a", "b", "c"}, workers: 6, pause: 2 * time.Millisecond,
+		ping: pingProbe(t, srv.Addr(), 0)}
+	const stall, after = 500 * time.Millisecond, 100 * time.Millisecond
 	var sleptAt, wokeAt time.Duration
 	slept := make(chan error, 1)
 	started := make(chan struct{})
@@ -367,26 +420,48 @@ func TestStallFailsOpenNoLongerThanTheStall(t *testing.T) {
 		t.Fatalf("DEBUG SLEEP: %v", err)
 	}
 	var first, last time.Duration = -1, -1
-	var during []sample
+	var during, late []sample
+	excused := 0
 	for _, s := range l.samples {
 		if s.err != nil {
 			if first < 0 {
 				first = s.at
 			}
 			last = s.at + s.took
+			// A failed check took its timeout, twice at most when a reply
+			// was waiting in a socket (and what the machine stalled).
+			if worst := l.worstStall(s.at, s.at+s.took); s.took > 2*storeTimeout+after+worst {
+				t.Errorf("a check failed after %s, the machine stalling at most %s then: want about the %s timeout", s.took.Round(time.Millisecond), worst, storeTimeout)
+			}
+			if s.at > wokeAt+after {
+				if worst := l.worstStall(s.at, s.at+s.took); worst >= storeTimeout/2 {
+					excused++
+					t.Logf("check at +%s failed after %s while the machine stalled %s: %v", s.at-wokeAt, s.took, worst, s.err)
+				} else {
+					late = append(late, s)
+				}
+			}
 		}
-		if s.at >= sleptAt && s.at < wokeAt+100*time.Millisecond {
+		if s.at >= sleptAt && s.at < wokeAt+after {
 			during = append(during, s)
 		}
 	}
 	if first < 0 {
 		t.Fatalf("no check failed during a %s stall: %s", stall, stats(l.samples))
 	}
-	failOpen := last - sleptAt
 	t.Logf("stall %s (DEBUG SLEEP answered after %s): checks failed from +%s to +%s after it began; during: %s",
-		stall, (wokeAt - sleptAt).Round(time.Millisecond), (first - sleptAt).Round(time.Millisecond), failOpen.Round(time.Millisecond), stats(during))
-	if failOpen > stall+100*time.Millisecond {
-		t.Errorf("fail-open lasted %s after a %s stall began, want at most %s", failOpen.Round(time.Millisecond), stall, stall+100*time.Millisecond)
+		stall, (wokeAt - sleptAt).Round(time.Millisecond), (first - sleptAt).Round(time.Millisecond), (last - sleptAt).Round(time.Millisecond), stats(during))
+	for i, s := range late {
+		if i < 3 {
+			t.Errorf("a check started %s after the stall ended failed after %s, the machine stalling at most %s then: %v",
+				(s.at - wokeAt).Round(time.Millisecond), s.took.Round(time.Millisecond), l.worstStall(s.at, s.at+s.took), s.err)
+		}
+	}
+	if len(late) > 0 {
+		t.Errorf("%d checks failed that started more than %s after a %s stall ended", len(late), after, stall)
+	}
+	if excused > len(l.samples)/10 {
+		t.Errorf("%d of %d checks failed during stalls of the machine: too many to tell the store's failures from the machine's", excused, len(l.samples))
 	}
 }
 
@@ -501,11 +576,14 @@ func (c slowReadConn) Read(p []byte) (int, error) {
 }
 
 // A gateway short of CPU reads a reply late that arrived in time: that is
-// not a store timeout. Each read waits 80ms (the reply is in the socket all
-// along, Redis answered within a millisecond) under a 50ms timeout. Before
-// the store enforced the deadline itself, go-redis failed every such check
-// with "i/o timeout" and threw the connection away.
+// not a store timeout. Each read waits 150ms (the reply is in the socket all
+// along, Redis answered within a millisecond) under a 100ms timeout; the
+// store waits at most the timeout once more for it. Before the store
+// enforced the deadline itself, go-redis failed every such check with "i/o
+// timeout" and threw the connection away. A check may still fail where the
+// jitter probe saw the test itself kept waiting half its 50ms of headroom.
 func TestReplyWaitingInTheSocketIsNoTimeout(t *testing.T) {
+	const timeout, readDelay = 100 * time.Millisecond, 150 * time.Millisecond
 	srv := redistest.StartServer(t)
 	var delay atomic.Int64
 	client := redis.NewClient(&redis.Options{
@@ -522,23 +600,38 @@ func TestReplyWaitingInTheSocketIsNoTimeout(t *testing.T) {
 	})
 	t.Cleanup(func() { client.Close() })
 	store := newStore(t, client, newPrefix(t), nil)
-	lim := newLimiterOver(t, store)
+	lim := newLimiterWith(t, store, timeout)
 	p := mustValidate(t, &limiter.Policy{Name: "cpu", Algorithm: limiter.TokenBucket, Limit: 100, Period: time.Hour, OnStoreError: limiter.FailDeny})
 	ctx := context.Background()
 	if d := lim.Allow(ctx, p, "warm", 1); d.Err != nil {
 		t.Fatal(d.Err)
 	}
-	delay.Store(int64(80 * time.Millisecond))
+	delay.Store(int64(readDelay))
+	failed := int64(0)
 	for i := range 5 {
 		start := time.Now()
-		d := lim.Allow(ctx, p, "k", 1)
-		if d.Err != nil || !d.Allowed {
-			t.Errorf("check %d (reply in the socket, read after 80ms): %+v", i, d)
+		var d limiter.Decision
+		stalled := measureStalls(func() { d = lim.Allow(ctx, p, "k", 1) })
+		took := time.Since(start).Round(time.Millisecond)
+		switch {
+		case d.Err != nil && stalled >= (2*timeout-readDelay)/2:
+			t.Logf("check %d failed after %s while the machine stalled %s: %v", i, took, stalled, d.Err)
+		case d.Err != nil || !d.Allowed:
+			t.Errorf("check %d (reply in the socket, read after %s), the machine stalling at most %s: %+v", i, readDelay, stalled, d)
+		default:
+			t.Logf("check %d answered after %s", i, took)
 		}
-		if want := int64(100 - 1 - i); d.Remaining != want {
-			t.Errorf("check %d: remaining %d, want %d", i, d.Remaining, want)
+		// A check that timed out may have charged, or not.
+		if d.Err == nil {
+			if want := int64(100 - 1 - i); d.Remaining < want || d.Remaining > want+failed {
+				t.Errorf("check %d: remaining %d, want %d", i, d.Remaining, want)
+			}
+		} else {
+			failed++
 		}
-		t.Logf("check %d answered after %s", i, time.Since(start).Round(time.Millisecond))
+	}
+	if failed > 1 {
+		t.Errorf("%d of 5 checks failed during stalls of the machine: too many to tell the store's failures from the machine's", failed)
 	}
 	delay.Store(0)
 	// A reply that has not arrived is still a timeout.
@@ -547,11 +640,13 @@ func TestReplyWaitingInTheSocketIsNoTimeout(t *testing.T) {
 	}
 	defer srv.Thaw()
 	start := time.Now()
-	if d := lim.Allow(ctx, p, "k", 1); d.Err == nil || d.Allowed {
+	var d limiter.Decision
+	stalled := measureStalls(func() { d = lim.Allow(ctx, p, "k", 1) })
+	if d.Err == nil || d.Allowed {
 		t.Errorf("hung Redis: %+v, want a store error", d)
 	}
-	if took := time.Since(start); took > storeTimeout+40*time.Millisecond {
-		t.Errorf("a check on a hung Redis took %s, want about %s", took, storeTimeout)
+	if took := time.Since(start); took > timeout+40*time.Millisecond+stalled {
+		t.Errorf("a check on a hung Redis took %s, the machine stalling at most %s, want about %s", took, stalled, timeout)
 	}
 }
 
@@ -568,7 +663,10 @@ func TestReplyWaitingInTheSocketIsNoTimeout(t *testing.T) {
 // The store timeout is 250ms here, not 50ms: what is tested is that a dead
 // master fails only its own keys, and seven redis-servers, three gateways
 // and the race detector on two shared cores can starve a check of CPU for
-// longer than 50ms (TestSlowRedisFailsNoCheck holds the 50ms).
+// longer than 50ms (TestSlowRedisFailsNoCheck holds the 50ms). Where the
+// jitter probes saw this process or a healthy master kept waiting half the
+// timeout, a failed check is the machine's, not the store's (and such
+// checks must stay few); the time bounds grow by the worst stall seen.
 func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 	const nodeTimeout = time.Second
 	const timeout = 250 * time.Millisecond
@@ -593,8 +691,19 @@ func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 	replica := c.Replicas()[0]
 
 	healthStore := open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix)
-	l := &load{limiters: append(limiters, newLimiterWith(t, healthStore, timeout)), policy: p, keys: keys, workers: 6, pause: 2 * time.Millisecond}
-	var killAt, promotedAt time.Duration
+	var pings []func() time.Duration
+	for _, n := range c.Nodes()[1:] {
+		pings = append(pings, pingProbe(t, n.Addr(), 0))
+	}
+	pingHealthy := func() time.Duration {
+		var worst time.Duration
+		for _, ping := range pings {
+			worst = max(worst, ping())
+		}
+		return worst
+	}
+	l := &load{limiters: append(limiters, newLimiterWith(t, healthStore, timeout)), policy: p, keys: keys, workers: 6, pause: 2 * time.Millisecond, ping: pingHealthy}
+	var killAt, promotedAt, healthFrom, healthTo time.Duration
 	healthDuring := make(chan redisstore.Health, 1)
 	promoted := make(chan struct{})
 	started := make(chan struct{})
@@ -604,7 +713,10 @@ func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 		time.Sleep(time.Second + 600*time.Millisecond)
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		healthDuring <- healthStore.Health(ctx)
+		healthFrom = time.Since(l.start)
+		h := healthStore.Health(ctx)
+		healthTo = time.Since(l.start)
+		healthDuring <- h
 	}()
 	go func() {
 		defer close(promoted)
@@ -629,12 +741,20 @@ func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 	l.run(nil, time.Second+nodeTimeout+4*time.Second)
 	<-promoted
 
-	var healthyErrs, victimErrs int
+	var healthyErrs, victimErrs, excused int
 	var lastVictimErr time.Duration = -1
 	var healthyDuring, victimDuring []sample
+	stalled := func(s sample) bool {
+		if worst := l.worstStall(s.at, s.at+s.took); worst >= timeout/2 {
+			excused++
+			t.Logf("key %s failed at +%s after %s while the machine stalled %s: %v", s.key, s.at, s.took, worst, s.err)
+			return true
+		}
+		return false
+	}
 	for _, s := range l.samples {
 		if s.at+s.took < killAt {
-			if s.err != nil {
+			if s.err != nil && !stalled(s) {
 				t.Errorf("before the kill: %v", s.err)
 			}
 			continue
@@ -647,7 +767,7 @@ func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 			}
 		} else {
 			healthyDuring = append(healthyDuring, s)
-			if s.err != nil {
+			if s.err != nil && !stalled(s) {
 				if healthyErrs++; healthyErrs <= 3 {
 					t.Errorf("key %s on a healthy master failed at +%s after the kill: %v", s.key, s.at-killAt, s.err)
 				}
@@ -662,13 +782,21 @@ func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 	if healthyErrs > 0 {
 		t.Errorf("%d checks of keys on healthy masters failed", healthyErrs)
 	}
+	if excused > len(l.samples)/10 {
+		t.Errorf("%d of %d checks failed during stalls of the machine: too many to tell the store's failures from the machine's", excused, len(l.samples))
+	}
 	h := <-healthDuring
 	t.Logf("health 600ms after the kill: %+v", h)
 	if h.State == limiter.StoreUp || len(h.Nodes) != 3 {
 		t.Errorf("health 600ms after the kill: %+v, want the dead master reported, three masters", h)
 	}
 	for _, n := range h.Nodes {
-		if want := n.Addr == victim.Addr(); (n.State != limiter.StoreUp) != want {
+		want := n.Addr == victim.Addr()
+		switch worst := l.worstStall(healthFrom, healthTo); {
+		case (n.State != limiter.StoreUp) == want:
+		case !want && worst >= 100*time.Millisecond: // half the health call's 200ms
+			t.Logf("health of %s: %s while the machine stalled %s", n.Addr, n.State, worst)
+		default:
 			t.Errorf("health of %s: %s (the dead master is %s)", n.Addr, n.State, victim.Addr())
 		}
 	}
@@ -679,14 +807,14 @@ func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 	// store is held to following it within 500ms, and to the node timeout
 	// plus 2s whenever Redis promoted in time to make that possible.
 	follow := lastVictimErr - promotedAt
-	if promotedAt > 0 && follow > 500*time.Millisecond {
-		t.Errorf("the store followed the promotion after %s, want at most 500ms", follow)
+	if worst := l.worstStall(promotedAt, lastVictimErr); promotedAt > 0 && follow > 500*time.Millisecond+worst {
+		t.Errorf("the store followed the promotion after %s, the machine stalling at most %s meanwhile; want at most 500ms", follow, worst)
 	}
-	switch {
+	switch worst := l.worstStall(killAt, lastVictimErr); {
 	case promotedAt > 0 && promotedAt-killAt > nodeTimeout+1500*time.Millisecond:
 		t.Logf("Redis promoted late (%s after the kill): the node-timeout+2s bound is not the store's to keep this time", promotedAt-killAt)
-	case recovery > nodeTimeout+2*time.Second:
-		t.Errorf("the killed master's keys failed until %s after the kill, want at most %s", recovery, nodeTimeout+2*time.Second)
+	case recovery > nodeTimeout+2*time.Second+worst:
+		t.Errorf("the killed master's keys failed until %s after the kill, the machine stalling at most %s meanwhile; want at most %s", recovery, worst, nodeTimeout+2*time.Second)
 	}
 	// And they are served after recovery.
 	var lateOK bool
@@ -724,6 +852,7 @@ func TestOutageLogsOncePerSecond(t *testing.T) {
 		checks++
 		time.Sleep(time.Second / rate)
 	}
+	elapsed := time.Since(start) // past span when the machine is busy
 	lines := buf.lines()
 	suppressed := 0
 	for _, line := range lines {
@@ -735,9 +864,9 @@ func TestOutageLogsOncePerSecond(t *testing.T) {
 		n, _ := strconv.Atoi(strings.Fields(line[i+len("suppressed="):])[0])
 		suppressed += n
 	}
-	t.Logf("%d failed checks in %s: %d lines, %d suppressed", checks, span, len(lines), suppressed)
-	if max := int(span/time.Second) + 1; len(lines) > max {
-		t.Errorf("%d lines in %s, want at most %d", len(lines), span, max)
+	t.Logf("%d failed checks in %s: %d lines, %d suppressed", checks, elapsed.Round(time.Millisecond), len(lines), suppressed)
+	if max := int(elapsed/time.Second) + 1; len(lines) > max {
+		t.Errorf("%d lines in %s, want at most %d", len(lines), elapsed.Round(time.Millisecond), max)
 	}
 	if suppressed+len(lines) > checks || suppressed < checks/2 {
 		t.Errorf("%d lines reporting %d suppressed, for %d failed checks", len(lines), suppressed, checks)
