@@ -47,6 +47,18 @@ func apiPolicy() *limiter.Policy {
 		Key: []string{"tenant", "api_key"}, OnStoreError: limiter.FailAllow}
 }
 
+// dayAPIPolicy is apiPolicy with a day's period, for tests that count
+// what one burst admits. The store's clock is frozen, but Redis expires a
+// bucket on its own clock, after the real time its deficit takes to refill:
+// at 1000 a minute the first request's key lives 60ms, which a busy machine
+// can outlast between two requests, and a bucket that expired is full
+// again. At 1000 a day it lives 86s.
+func dayAPIPolicy() *limiter.Policy {
+	p := apiPolicy()
+	p.Period = 24 * time.Hour
+	return p
+}
+
 func loginPolicies() []*limiter.Policy {
 	return []*limiter.Policy{
 		{Name: "login_ip", Algorithm: limiter.SlidingLog, Limit: 10, Period: 5 * time.Minute, Key: []string{"ip"}, OnStoreError: limiter.FailDeny},
