@@ -177,6 +177,44 @@ func (l *load) worstStall(from, to time.Duration) time.Duration {
 	return worst
 }
 
+// verdict is what one run of a fault test found, kept until the run is
+// known to be judged: checks counts the run's checks, excused those whose
+// failure a stall of the machine explains.
+type verdict struct {
+	errs            []string
+	checks, excused int
+}
+
+func (v *verdict) Errorf(format string, args ...any) {
+	v.errs = append(v.errs, fmt.Sprintf(format, args...))
+}
+
+func (v *verdict) tooStalled() bool { return v.excused > v.checks/10 }
+
+// judge runs a fault test up to three times. A run in which more than a
+// tenth of the checks failed during stalls of the machine cannot tell the
+// store's failures from the machine's, and is run again; the third is
+// judged whatever it saw. A failure no stall explains fails the test in
+// any run that is judged.
+func judge(t *testing.T, run func(v *verdict)) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		v := &verdict{}
+		run(v)
+		if v.tooStalled() && attempt < 3 {
+			t.Logf("run %d: %d of %d checks failed during stalls of the machine, too many to judge: running again", attempt, v.excused, v.checks)
+			continue
+		}
+		if v.tooStalled() {
+			t.Errorf("%d of %d checks failed during stalls of the machine, in each of %d runs: too many to tell the store's failures from the machine's", v.excused, v.checks, attempt)
+		}
+		for _, e := range v.errs {
+			t.Error(e)
+		}
+		return
+	}
+}
+
 // stats summarises samples: count, admitted, errors, latency percentiles.
 func stats(samples []sample) string {
 	if len(samples) == 0 {
@@ -331,55 +369,55 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 	}
 	for _, latency := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond} {
 		t.Run(latency.String(), func(t *testing.T) {
-			proxy := startProxyProcess(t, srv.Addr())
-			prefix := newPrefix(t)
-			ping := pingProbe(t, proxy.addr, latency)
-			ping() // its connection opened before the count
-			before := connectionsReceived(t, srv)
-			var limiters []*limiter.Limiter
-			for range 3 { // three gateways, each with its own client and pool
-				s := open(t, redisstore.ClientOptions{URL: "redis://" + proxy.addr, PoolSize: poolSize, Timeout: timeout}, prefix)
-				limiters = append(limiters, newLimiterWith(t, s, timeout))
-			}
-			warm := connectionsReceived(t, srv) - before - 1
-			proxy.setLatency(t, latency)
-			p := mustValidate(t, &limiter.Policy{Name: "slow", Algorithm: limiter.SlidingLog, Limit: 100, Period: time.Hour})
-			l := &load{limiters: limiters, policy: p, keys: []string{"k"}, workers: 6, pause: 10 * time.Millisecond, ping: ping}
-			l.run(nil, 1500*time.Millisecond)
-			opened := connectionsReceived(t, srv) - before - 2
-			t.Logf("+%s: %s; connections %d before the latency, %d after", latency, stats(l.samples), warm, opened)
-			// A check may fail only where the machine itself stalled long
-			// enough to explain it: a probe saw this process, the proxy or
-			// Redis kept waiting half the headroom (timeout − latency) or more
-			// during the check. A failure without such a stall is the store's.
-			var admitted, errs, excused int
-			for _, s := range l.samples {
-				switch {
-				case s.err != nil && l.worstStall(s.at, s.at+s.took) >= (timeout-latency)/2:
-					excused++
-					t.Logf("check at %s failed after %s while the machine stalled %s: %v", s.at, s.took, l.worstStall(s.at, s.at+s.took), s.err)
-				case s.err != nil:
-					errs++
-					if errs <= 3 {
-						t.Errorf("check at %s failed after %s, the machine stalling at most %s then: %v", s.at, s.took, l.worstStall(s.at, s.at+s.took), s.err)
-					}
-				case s.allowed:
-					admitted++
+			judge(t, func(v *verdict) {
+				proxy := startProxyProcess(t, srv.Addr())
+				prefix := newPrefix(t)
+				ping := pingProbe(t, proxy.addr, latency)
+				ping() // its connection opened before the count
+				before := connectionsReceived(t, srv)
+				var limiters []*limiter.Limiter
+				for range 3 { // three gateways, each with its own client and pool
+					s := open(t, redisstore.ClientOptions{URL: "redis://" + proxy.addr, PoolSize: poolSize, Timeout: timeout}, prefix)
+					limiters = append(limiters, newLimiterWith(t, s, timeout))
 				}
-			}
-			if errs > 0 {
-				t.Errorf("%d of %d checks failed with Redis %s slower, under a %s timeout", errs, len(l.samples), latency, timeout)
-			}
-			if excused > len(l.samples)/10 {
-				t.Errorf("%d of %d checks failed during stalls of the machine: too many to tell the store's failures from the machine's", excused, len(l.samples))
-			}
-			// A check that timed out may have charged.
-			if want := min(100, len(l.samples)); admitted > want || admitted < want-excused {
-				t.Errorf("admitted %d of %d, want exactly %d (less the %d checks that failed in stalls)", admitted, len(l.samples), want, excused)
-			}
-			if opened > 3*poolSize {
-				t.Errorf("%d connections for 3 clients with pools of %d", opened, poolSize)
-			}
+				warm := connectionsReceived(t, srv) - before - 1
+				proxy.setLatency(t, latency)
+				p := mustValidate(t, &limiter.Policy{Name: "slow", Algorithm: limiter.SlidingLog, Limit: 100, Period: time.Hour})
+				l := &load{limiters: limiters, policy: p, keys: []string{"k"}, workers: 6, pause: 10 * time.Millisecond, ping: ping}
+				l.run(nil, 1500*time.Millisecond)
+				opened := connectionsReceived(t, srv) - before - 2
+				t.Logf("+%s: %s; connections %d before the latency, %d after", latency, stats(l.samples), warm, opened)
+				// A check may fail only where the machine itself stalled long
+				// enough to explain it: a probe saw this process, the proxy or
+				// Redis kept waiting half the headroom (timeout − latency) or more
+				// during the check. A failure without such a stall is the store's.
+				var admitted, errs int
+				v.checks = len(l.samples)
+				for _, s := range l.samples {
+					switch {
+					case s.err != nil && l.worstStall(s.at, s.at+s.took) >= (timeout-latency)/2:
+						v.excused++
+						t.Logf("check at %s failed after %s while the machine stalled %s: %v", s.at, s.took, l.worstStall(s.at, s.at+s.took), s.err)
+					case s.err != nil:
+						errs++
+						if errs <= 3 {
+							v.Errorf("check at %s failed after %s, the machine stalling at most %s then: %v", s.at, s.took, l.worstStall(s.at, s.at+s.took), s.err)
+						}
+					case s.allowed:
+						admitted++
+					}
+				}
+				if errs > 0 {
+					v.Errorf("%d of %d checks failed with Redis %s slower, under a %s timeout", errs, len(l.samples), latency, timeout)
+				}
+				// A check that timed out may have charged.
+				if want := min(100, len(l.samples)); admitted > want || admitted < want-v.excused {
+					v.Errorf("admitted %d of %d, want exactly %d (less the %d checks that failed in stalls)", admitted, len(l.samples), want, v.excused)
+				}
+				if opened > 3*poolSize {
+					v.Errorf("%d connections for 3 clients with pools of %d", opened, poolSize)
+				}
+			})
 		})
 	}
 }
@@ -391,78 +429,77 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 // process or Redis kept waiting half the store timeout during the check
 // (and such checks stay few).
 func TestStallFailsOpenNoLongerThanTheStall(t *testing.T) {
-	srv := redistest.StartServer(t, redistest.WithConfig("enable-debug-command", "yes"))
-	prefix := newPrefix(t)
-	var limiters []*limiter.Limiter
-	for range 3 {
-		limiters = append(limiters, newLimiterOver(t, open(t, redisstore.ClientOptions{URL: "redis://" + srv.Addr()}, prefix)))
-	}
-	p := mustValidate(t, &limiter.Policy{Name: "stall", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second})
-	l := &load{limiters: limiters, policy: p, keys: []string{"a", "b", "c"}, workers: 6, pause: 2 * time.Millisecond,
-		ping: pingProbe(t, srv.Addr(), 0)}
-	const stall, after = 500 * time.Millisecond, 100 * time.Millisecond
-	var sleptAt, wokeAt time.Duration
-	slept := make(chan error, 1)
-	started := make(chan struct{})
-	go func() {
-		<-started
-		time.Sleep(300 * time.Millisecond)
-		c := srv.Client()
-		defer c.Close()
-		sleptAt = time.Since(l.start)
-		err := c.Do(context.Background(), "DEBUG", "SLEEP", strconv.FormatFloat(stall.Seconds(), 'f', 3, 64)).Err()
-		wokeAt = time.Since(l.start)
-		slept <- err
-	}()
-	l.onStart = func() { close(started) }
-	l.run(nil, 1500*time.Millisecond)
-	if err := <-slept; err != nil {
-		t.Fatalf("DEBUG SLEEP: %v", err)
-	}
-	var first, last time.Duration = -1, -1
-	var during, late []sample
-	excused := 0
-	for _, s := range l.samples {
-		if s.err != nil {
-			if first < 0 {
-				first = s.at
-			}
-			last = s.at + s.took
-			// A failed check took its timeout, twice at most when a reply
-			// was waiting in a socket (and what the machine stalled).
-			if worst := l.worstStall(s.at, s.at+s.took); s.took > 2*storeTimeout+after+worst {
-				t.Errorf("a check failed after %s, the machine stalling at most %s then: want about the %s timeout", s.took.Round(time.Millisecond), worst, storeTimeout)
-			}
-			if s.at > wokeAt+after {
-				if worst := l.worstStall(s.at, s.at+s.took); worst >= storeTimeout/2 {
-					excused++
-					t.Logf("check at +%s failed after %s while the machine stalled %s: %v", s.at-wokeAt, s.took, worst, s.err)
-				} else {
-					late = append(late, s)
+	judge(t, func(v *verdict) {
+		srv := redistest.StartServer(t, redistest.WithConfig("enable-debug-command", "yes"))
+		prefix := newPrefix(t)
+		var limiters []*limiter.Limiter
+		for range 3 {
+			limiters = append(limiters, newLimiterOver(t, open(t, redisstore.ClientOptions{URL: "redis://" + srv.Addr()}, prefix)))
+		}
+		p := mustValidate(t, &limiter.Policy{Name: "stall", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second})
+		l := &load{limiters: limiters, policy: p, keys: []string{"a", "b", "c"}, workers: 6, pause: 2 * time.Millisecond,
+			ping: pingProbe(t, srv.Addr(), 0)}
+		const stall, after = 500 * time.Millisecond, 100 * time.Millisecond
+		var sleptAt, wokeAt time.Duration
+		slept := make(chan error, 1)
+		started := make(chan struct{})
+		go func() {
+			<-started
+			time.Sleep(300 * time.Millisecond)
+			c := srv.Client()
+			defer c.Close()
+			sleptAt = time.Since(l.start)
+			err := c.Do(context.Background(), "DEBUG", "SLEEP", strconv.FormatFloat(stall.Seconds(), 'f', 3, 64)).Err()
+			wokeAt = time.Since(l.start)
+			slept <- err
+		}()
+		l.onStart = func() { close(started) }
+		l.run(nil, 1500*time.Millisecond)
+		if err := <-slept; err != nil {
+			t.Fatalf("DEBUG SLEEP: %v", err)
+		}
+		var first, last time.Duration = -1, -1
+		var during, late []sample
+		v.checks = len(l.samples)
+		for _, s := range l.samples {
+			if s.err != nil {
+				if first < 0 {
+					first = s.at
+				}
+				last = s.at + s.took
+				// A failed check took its timeout, twice at most when a reply
+				// was waiting in a socket (and what the machine stalled).
+				if worst := l.worstStall(s.at, s.at+s.took); s.took > 2*storeTimeout+after+worst {
+					v.Errorf("a check failed after %s, the machine stalling at most %s then: want about the %s timeout", s.took.Round(time.Millisecond), worst, storeTimeout)
+				}
+				if s.at > wokeAt+after {
+					if worst := l.worstStall(s.at, s.at+s.took); worst >= storeTimeout/2 {
+						v.excused++
+						t.Logf("check at +%s failed after %s while the machine stalled %s: %v", s.at-wokeAt, s.took, worst, s.err)
+					} else {
+						late = append(late, s)
+					}
 				}
 			}
+			if s.at >= sleptAt && s.at < wokeAt+after {
+				during = append(during, s)
+			}
 		}
-		if s.at >= sleptAt && s.at < wokeAt+after {
-			during = append(during, s)
+		if first < 0 {
+			t.Fatalf("no check failed during a %s stall: %s", stall, stats(l.samples))
 		}
-	}
-	if first < 0 {
-		t.Fatalf("no check failed during a %s stall: %s", stall, stats(l.samples))
-	}
-	t.Logf("stall %s (DEBUG SLEEP answered after %s): checks failed from +%s to +%s after it began; during: %s",
-		stall, (wokeAt - sleptAt).Round(time.Millisecond), (first - sleptAt).Round(time.Millisecond), (last - sleptAt).Round(time.Millisecond), stats(during))
-	for i, s := range late {
-		if i < 3 {
-			t.Errorf("a check started %s after the stall ended failed after %s, the machine stalling at most %s then: %v",
-				(s.at - wokeAt).Round(time.Millisecond), s.took.Round(time.Millisecond), l.worstStall(s.at, s.at+s.took), s.err)
+		t.Logf("stall %s (DEBUG SLEEP answered after %s): checks failed from +%s to +%s after it began; during: %s",
+			stall, (wokeAt - sleptAt).Round(time.Millisecond), (first - sleptAt).Round(time.Millisecond), (last - sleptAt).Round(time.Millisecond), stats(during))
+		for i, s := range late {
+			if i < 3 {
+				v.Errorf("a check started %s after the stall ended failed after %s, the machine stalling at most %s then: %v",
+					(s.at - wokeAt).Round(time.Millisecond), s.took.Round(time.Millisecond), l.worstStall(s.at, s.at+s.took), s.err)
+			}
 		}
-	}
-	if len(late) > 0 {
-		t.Errorf("%d checks failed that started more than %s after a %s stall ended", len(late), after, stall)
-	}
-	if excused > len(l.samples)/10 {
-		t.Errorf("%d of %d checks failed during stalls of the machine: too many to tell the store's failures from the machine's", excused, len(l.samples))
-	}
+		if len(late) > 0 {
+			v.Errorf("%d checks failed that started more than %s after a %s stall ended", len(late), after, stall)
+		}
+	})
 }
 
 // Redis at maxmemory with noeviction answers PING but refuses every write:
@@ -668,176 +705,176 @@ func TestReplyWaitingInTheSocketIsNoTimeout(t *testing.T) {
 // timeout, a failed check is the machine's, not the store's (and such
 // checks must stay few); the time bounds grow by the worst stall seen.
 func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
-	const nodeTimeout = time.Second
-	const timeout = 250 * time.Millisecond
-	c := redistest.StartCluster(t, redistest.WithReplicas(1),
-		redistest.WithConfig("cluster-node-timeout", strconv.Itoa(int(nodeTimeout/time.Millisecond))),
-		redistest.WithConfig("cluster-require-full-coverage", "no"))
-	prefix := newPrefix(t)
-	var limiters []*limiter.Limiter
-	for range 3 {
-		limiters = append(limiters, newLimiterWith(t, open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix), timeout))
-	}
-	p := mustValidate(t, &limiter.Policy{Name: "fo", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second, OnStoreError: limiter.FailDeny})
-	// The masters own contiguous thirds of the slots, the first the lowest.
-	shard := map[string]int{}
-	var keys []string
-	for i := range 30 {
-		key := fmt.Sprintf("key%d", i)
-		keys = append(keys, key)
-		shard[key] = redisSlot(p.Name+":"+key) * 3 / 16384
-	}
-	victim := c.Nodes()[0]
-	replica := c.Replicas()[0]
+	judge(t, func(v *verdict) {
+		const nodeTimeout = time.Second
+		const timeout = 250 * time.Millisecond
+		c := redistest.StartCluster(t, redistest.WithReplicas(1),
+			redistest.WithConfig("cluster-node-timeout", strconv.Itoa(int(nodeTimeout/time.Millisecond))),
+			redistest.WithConfig("cluster-require-full-coverage", "no"))
+		prefix := newPrefix(t)
+		var limiters []*limiter.Limiter
+		for range 3 {
+			limiters = append(limiters, newLimiterWith(t, open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix), timeout))
+		}
+		p := mustValidate(t, &limiter.Policy{Name: "fo", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second, OnStoreError: limiter.FailDeny})
+		// The masters own contiguous thirds of the slots, the first the lowest.
+		shard := map[string]int{}
+		var keys []string
+		for i := range 30 {
+			key := fmt.Sprintf("key%d", i)
+			keys = append(keys, key)
+			shard[key] = redisSlot(p.Name+":"+key) * 3 / 16384
+		}
+		victim := c.Nodes()[0]
+		replica := c.Replicas()[0]
 
-	healthStore := open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix)
-	var pings []func() time.Duration
-	for _, n := range c.Nodes()[1:] {
-		pings = append(pings, pingProbe(t, n.Addr(), 0))
-	}
-	pingHealthy := func() time.Duration {
-		var worst time.Duration
-		for _, ping := range pings {
-			worst = max(worst, ping())
+		healthStore := open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix)
+		var pings []func() time.Duration
+		for _, n := range c.Nodes()[1:] {
+			pings = append(pings, pingProbe(t, n.Addr(), 0))
 		}
-		return worst
-	}
-	l := &load{limiters: append(limiters, newLimiterWith(t, healthStore, timeout)), policy: p, keys: keys, workers: 6, pause: 2 * time.Millisecond, ping: pingHealthy}
-	// promotedAt: the replica calls itself master; agreedAt: every healthy
-	// master's slot map names it, the earliest the store can learn of it.
-	var killAt, promotedAt, agreedAt, healthFrom, healthTo time.Duration
-	healthDuring := make(chan redisstore.Health, 1)
-	promoted := make(chan struct{})
-	started := make(chan struct{})
-	l.onStart = func() { close(started) }
-	go func() {
-		<-started
-		time.Sleep(time.Second + 600*time.Millisecond)
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		healthFrom = time.Since(l.start)
-		h := healthStore.Health(ctx)
-		healthTo = time.Since(l.start)
-		healthDuring <- h
-	}()
-	go func() {
-		defer close(promoted)
-		<-started
-		time.Sleep(time.Second)
-		killAt = time.Since(l.start)
-		if err := victim.Kill(); err != nil {
-			t.Errorf("kill: %v", err)
-			return
-		}
-		rc := redis.NewClient(&redis.Options{Addr: replica.Addr(), MaxRetries: -1})
-		defer rc.Close()
-		for time.Since(l.start) < 7*time.Second {
-			info, err := rc.Info(context.Background(), "replication").Result()
-			if err == nil && strings.Contains(info, "role:master") {
-				promotedAt = time.Since(l.start)
-				break
+		pingHealthy := func() time.Duration {
+			var worst time.Duration
+			for _, ping := range pings {
+				worst = max(worst, ping())
 			}
-			time.Sleep(10 * time.Millisecond)
+			return worst
 		}
-		for promotedAt > 0 && time.Since(l.start) < 7*time.Second {
-			if slotZeroOwnedBy(c.Nodes()[1:], replica.Addr()) {
-				agreedAt = time.Since(l.start)
+		l := &load{limiters: append(limiters, newLimiterWith(t, healthStore, timeout)), policy: p, keys: keys, workers: 6, pause: 2 * time.Millisecond, ping: pingHealthy}
+		// promotedAt: the replica calls itself master; agreedAt: every healthy
+		// master's slot map names it, the earliest the store can learn of it.
+		var killAt, promotedAt, agreedAt, healthFrom, healthTo time.Duration
+		healthDuring := make(chan redisstore.Health, 1)
+		promoted := make(chan struct{})
+		started := make(chan struct{})
+		l.onStart = func() { close(started) }
+		go func() {
+			<-started
+			time.Sleep(time.Second + 600*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			healthFrom = time.Since(l.start)
+			h := healthStore.Health(ctx)
+			healthTo = time.Since(l.start)
+			healthDuring <- h
+		}()
+		go func() {
+			defer close(promoted)
+			<-started
+			time.Sleep(time.Second)
+			killAt = time.Since(l.start)
+			if err := victim.Kill(); err != nil {
+				t.Errorf("kill: %v", err)
 				return
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	l.run(nil, time.Second+nodeTimeout+4*time.Second)
-	<-promoted
+			rc := redis.NewClient(&redis.Options{Addr: replica.Addr(), MaxRetries: -1})
+			defer rc.Close()
+			for time.Since(l.start) < 7*time.Second {
+				info, err := rc.Info(context.Background(), "replication").Result()
+				if err == nil && strings.Contains(info, "role:master") {
+					promotedAt = time.Since(l.start)
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			for promotedAt > 0 && time.Since(l.start) < 7*time.Second {
+				if slotZeroOwnedBy(c.Nodes()[1:], replica.Addr()) {
+					agreedAt = time.Since(l.start)
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+		l.run(nil, time.Second+nodeTimeout+4*time.Second)
+		<-promoted
 
-	var healthyErrs, victimErrs, excused int
-	var lastVictimErr time.Duration = -1
-	var healthyDuring, victimDuring []sample
-	stalled := func(s sample) bool {
-		if worst := l.worstStall(s.at, s.at+s.took); worst >= timeout/2 {
-			excused++
-			t.Logf("key %s failed at +%s after %s while the machine stalled %s: %v", s.key, s.at, s.took, worst, s.err)
-			return true
-		}
-		return false
-	}
-	for _, s := range l.samples {
-		if s.at+s.took < killAt {
-			if s.err != nil && !stalled(s) {
-				t.Errorf("before the kill: %v", s.err)
+		var healthyErrs, victimErrs int
+		v.checks = len(l.samples)
+		var lastVictimErr time.Duration = -1
+		var healthyDuring, victimDuring []sample
+		stalled := func(s sample) bool {
+			if worst := l.worstStall(s.at, s.at+s.took); worst >= timeout/2 {
+				v.excused++
+				t.Logf("key %s failed at +%s after %s while the machine stalled %s: %v", s.key, s.at, s.took, worst, s.err)
+				return true
 			}
-			continue
+			return false
 		}
-		if shard[s.key] == 0 {
-			victimDuring = append(victimDuring, s)
-			if s.err != nil {
-				victimErrs++
-				lastVictimErr = s.at + s.took
+		for _, s := range l.samples {
+			if s.at+s.took < killAt {
+				if s.err != nil && !stalled(s) {
+					v.Errorf("before the kill: %v", s.err)
+				}
+				continue
 			}
-		} else {
-			healthyDuring = append(healthyDuring, s)
-			if s.err != nil && !stalled(s) {
-				if healthyErrs++; healthyErrs <= 3 {
-					t.Errorf("key %s on a healthy master failed at +%s after the kill: %v", s.key, s.at-killAt, s.err)
+			if shard[s.key] == 0 {
+				victimDuring = append(victimDuring, s)
+				if s.err != nil {
+					victimErrs++
+					lastVictimErr = s.at + s.took
+				}
+			} else {
+				healthyDuring = append(healthyDuring, s)
+				if s.err != nil && !stalled(s) {
+					if healthyErrs++; healthyErrs <= 3 {
+						v.Errorf("key %s on a healthy master failed at +%s after the kill: %v", s.key, s.at-killAt, s.err)
+					}
 				}
 			}
 		}
-	}
-	recovery := lastVictimErr - killAt
-	t.Logf("kill -9 of a master, cluster-node-timeout %s: replica promoted %s after the kill; the store served its keys again %s after the kill",
-		nodeTimeout, (promotedAt - killAt).Round(time.Millisecond), recovery.Round(time.Millisecond))
-	t.Logf("keys on healthy masters: %s", stats(healthyDuring))
-	t.Logf("keys on the killed master: %s", stats(victimDuring))
-	if healthyErrs > 0 {
-		t.Errorf("%d checks of keys on healthy masters failed", healthyErrs)
-	}
-	if excused > len(l.samples)/10 {
-		t.Errorf("%d of %d checks failed during stalls of the machine: too many to tell the store's failures from the machine's", excused, len(l.samples))
-	}
-	h := <-healthDuring
-	t.Logf("health 600ms after the kill: %+v", h)
-	if h.State == limiter.StoreUp || len(h.Nodes) != 3 {
-		t.Errorf("health 600ms after the kill: %+v, want the dead master reported, three masters", h)
-	}
-	for _, n := range h.Nodes {
-		want := n.Addr == victim.Addr()
-		switch worst := l.worstStall(healthFrom, healthTo); {
-		case (n.State != limiter.StoreUp) == want:
-		case !want && worst >= 100*time.Millisecond: // half the health call's 200ms
-			t.Logf("health of %s: %s while the machine stalled %s", n.Addr, n.State, worst)
-		default:
-			t.Errorf("health of %s: %s (the dead master is %s)", n.Addr, n.State, victim.Addr())
+		recovery := lastVictimErr - killAt
+		t.Logf("kill -9 of a master, cluster-node-timeout %s: replica promoted %s after the kill; the store served its keys again %s after the kill",
+			nodeTimeout, (promotedAt - killAt).Round(time.Millisecond), recovery.Round(time.Millisecond))
+		t.Logf("keys on healthy masters: %s", stats(healthyDuring))
+		t.Logf("keys on the killed master: %s", stats(victimDuring))
+		if healthyErrs > 0 {
+			v.Errorf("%d checks of keys on healthy masters failed", healthyErrs)
 		}
-	}
-	if victimErrs == 0 {
-		t.Error("no check of the killed master's keys failed: was it killed?")
-	}
-	// Redis's own election is random (a 0.5–1s delay, more on a retry): the
-	// store is held to following it within 500ms, and to the node timeout
-	// plus 2s whenever Redis promoted in time to make that possible.
-	// The store learns the new map from the nodes: it is held to following
-	// within 500ms of the healthy masters all knowing it.
-	t.Logf("the healthy masters all named the promoted replica %s after the kill", (agreedAt - killAt).Round(time.Millisecond))
-	follow := lastVictimErr - agreedAt
-	if worst := l.worstStall(agreedAt, lastVictimErr); agreedAt > 0 && follow > 500*time.Millisecond+worst {
-		t.Errorf("the store followed the promotion after %s, the machine stalling at most %s meanwhile; want at most 500ms", follow, worst)
-	}
-	switch worst := l.worstStall(killAt, lastVictimErr); {
-	case promotedAt > 0 && promotedAt-killAt > nodeTimeout+1500*time.Millisecond:
-		t.Logf("Redis promoted late (%s after the kill): the node-timeout+2s bound is not the store's to keep this time", promotedAt-killAt)
-	case recovery > nodeTimeout+2*time.Second+worst:
-		t.Errorf("the killed master's keys failed until %s after the kill, the machine stalling at most %s meanwhile; want at most %s", recovery, worst, nodeTimeout+2*time.Second)
-	}
-	// And they are served after recovery.
-	var lateOK bool
-	for _, s := range victimDuring {
-		if s.at > lastVictimErr && s.err == nil {
-			lateOK = true
+		h := <-healthDuring
+		t.Logf("health 600ms after the kill: %+v", h)
+		if h.State == limiter.StoreUp || len(h.Nodes) != 3 {
+			v.Errorf("health 600ms after the kill: %+v, want the dead master reported, three masters", h)
 		}
-	}
-	if !lateOK {
-		t.Error("the killed master's keys were never served again")
-	}
+		for _, n := range h.Nodes {
+			want := n.Addr == victim.Addr()
+			switch worst := l.worstStall(healthFrom, healthTo); {
+			case (n.State != limiter.StoreUp) == want:
+			case !want && worst >= 100*time.Millisecond: // half the health call's 200ms
+				t.Logf("health of %s: %s while the machine stalled %s", n.Addr, n.State, worst)
+			default:
+				v.Errorf("health of %s: %s (the dead master is %s)", n.Addr, n.State, victim.Addr())
+			}
+		}
+		if victimErrs == 0 {
+			t.Error("no check of the killed master's keys failed: was it killed?")
+		}
+		// Redis's own election is random (a 0.5–1s delay, more on a retry): the
+		// store is held to following it within 500ms, and to the node timeout
+		// plus 2s whenever Redis promoted in time to make that possible.
+		// The store learns the new map from the nodes: it is held to following
+		// within 500ms of the healthy masters all knowing it.
+		t.Logf("the healthy masters all named the promoted replica %s after the kill", (agreedAt - killAt).Round(time.Millisecond))
+		follow := lastVictimErr - agreedAt
+		if worst := l.worstStall(agreedAt, lastVictimErr); agreedAt > 0 && follow > 500*time.Millisecond+worst {
+			v.Errorf("the store followed the promotion after %s, the machine stalling at most %s meanwhile; want at most 500ms", follow, worst)
+		}
+		switch worst := l.worstStall(killAt, lastVictimErr); {
+		case promotedAt > 0 && promotedAt-killAt > nodeTimeout+1500*time.Millisecond:
+			t.Logf("Redis promoted late (%s after the kill): the node-timeout+2s bound is not the store's to keep this time", promotedAt-killAt)
+		case recovery > nodeTimeout+2*time.Second+worst:
+			v.Errorf("the killed master's keys failed until %s after the kill, the machine stalling at most %s meanwhile; want at most %s", recovery, worst, nodeTimeout+2*time.Second)
+		}
+		// And they are served after recovery.
+		var lateOK bool
+		for _, s := range victimDuring {
+			if s.at > lastVictimErr && s.err == nil {
+				lateOK = true
+			}
+		}
+		if !lateOK {
+			t.Error("the killed master's keys were never served again")
+		}
+	})
 }
 
 // slotZeroOwnedBy reports whether every one of nodes names addr as the
