@@ -390,7 +390,8 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 				// A check may fail only where the machine itself stalled long
 				// enough to explain it: a probe saw this process, the proxy or
 				// Redis kept waiting half the headroom (timeout − latency) or more
-				// during the check. A failure without such a stall is the store's.
+				// during the check. A failure without such a stall is the store's;
+				// a run with many failures in stalls is run again (judge).
 				var admitted, errs int
 				v.checks = len(l.samples)
 				for _, s := range l.samples {
@@ -427,7 +428,7 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 // DEBUG SLEEP's own answer arrives; a check that starts later than 100ms
 // after that and fails is the store's fault, unless a jitter probe saw this
 // process or Redis kept waiting half the store timeout during the check
-// (and such checks stay few).
+// (a run with many such checks is run again: see judge).
 func TestStallFailsOpenNoLongerThanTheStall(t *testing.T) {
 	judge(t, func(v *verdict) {
 		srv := redistest.StartServer(t, redistest.WithConfig("enable-debug-command", "yes"))
@@ -702,8 +703,9 @@ func TestReplyWaitingInTheSocketIsNoTimeout(t *testing.T) {
 // and the race detector on two shared cores can starve a check of CPU for
 // longer than 50ms (TestSlowRedisFailsNoCheck holds the 50ms). Where the
 // jitter probes saw this process or a healthy master kept waiting half the
-// timeout, a failed check is the machine's, not the store's (and such
-// checks must stay few); the time bounds grow by the worst stall seen.
+// timeout, a failed check is the machine's, not the store's (a run with
+// many such checks is run again: see judge); the time bounds grow by the
+// worst stall seen.
 func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 	judge(t, func(v *verdict) {
 		const nodeTimeout = time.Second
