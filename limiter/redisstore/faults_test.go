@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,11 +51,11 @@ type load struct {
 	pause    time.Duration
 
 	onStart func() // called once start is set
-	// ping, when set, is a second jitter probe: one round trip to the Redis
-	// processes on a connection of its own, returning how much longer than
-	// expected it took. Redis and the latency proxy are processes of their
-	// own, which a busy machine stalls too, unseen by the in-process probe.
-	ping func() time.Duration
+	// others, when set, is a second jitter probe: how long the other
+	// processes the checks go through (Redis, the latency proxy) waited for
+	// a CPU since it was last called. A busy machine stalls them too, unseen
+	// by the in-process probe.
+	others func() time.Duration
 
 	start   time.Time
 	mu      sync.Mutex
@@ -74,8 +75,8 @@ func (l *load) run(stop <-chan struct{}, limit time.Duration) {
 	deadline := l.start.Add(limit)
 	var wg sync.WaitGroup
 	wg.Go(func() { l.probe(stop, deadline, sleepProbe) })
-	if l.ping != nil {
-		wg.Go(func() { l.probe(stop, deadline, l.ping) })
+	if l.others != nil {
+		wg.Go(func() { l.probe(stop, deadline, l.others) })
 	}
 	for w := range l.workers {
 		wg.Go(func() {
@@ -135,17 +136,32 @@ func sleepProbe() time.Duration {
 	return time.Since(t0) - time.Millisecond
 }
 
-// pingProbe is a ping for load.ping: a PING on a client of its own (one
-// connection, no timeout of its own), answering how much longer than
-// expected it took.
-func pingProbe(t *testing.T, addr string, expected time.Duration) func() time.Duration {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1, MaxRetries: -1, ReadTimeout: -1, WriteTimeout: -1})
-	t.Cleanup(func() { c.Close() })
+// schedProbe is a probe for load.others: the longest any thread of the
+// processes pids returns waited for a CPU while runnable, since the last
+// call (Linux's /proc/PID/task/TID/schedstat; nothing elsewhere). It counts
+// only the machine keeping a process waiting, not the work the checks give
+// it: a store that floods Redis shows in no probe.
+func schedProbe(pids ...func() int) func() time.Duration {
+	last := map[string]time.Duration{}
 	return func() time.Duration {
-		t0 := time.Now()
-		c.Ping(context.Background())
-		return time.Since(t0) - expected
+		var worst time.Duration
+		for _, pid := range pids {
+			dirs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid()))
+			for _, f := range dirs {
+				b, err := os.ReadFile(f)
+				fields := strings.Fields(string(b))
+				if err != nil || len(fields) < 2 {
+					continue
+				}
+				ns, _ := strconv.ParseInt(fields[1], 10, 64) // run_delay
+				waited := time.Duration(ns)
+				if before, ok := last[f]; ok {
+					worst = max(worst, waited-before)
+				}
+				last[f] = waited
+			}
+		}
+		return worst
 	}
 }
 
@@ -296,6 +312,7 @@ func runProxy(target string) int {
 // proxyProcess is a latency proxy in a child process.
 type proxyProcess struct {
 	addr string
+	pid  int
 	in   io.WriteCloser
 	out  *bufio.Scanner
 }
@@ -319,7 +336,7 @@ func startProxyProcess(t *testing.T, target string) *proxyProcess {
 		in.Close()
 		cmd.Wait()
 	})
-	p := &proxyProcess{in: in, out: bufio.NewScanner(out)}
+	p := &proxyProcess{pid: cmd.Process.Pid, in: in, out: bufio.NewScanner(out)}
 	if !p.out.Scan() {
 		t.Fatal("the proxy process printed no address")
 	}
@@ -372,8 +389,6 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 			judge(t, func(v *verdict) {
 				proxy := startProxyProcess(t, srv.Addr())
 				prefix := newPrefix(t)
-				ping := pingProbe(t, proxy.addr, latency)
-				ping() // its connection opened before the count
 				before := connectionsReceived(t, srv)
 				var limiters []*limiter.Limiter
 				for range 3 { // three gateways, each with its own client and pool
@@ -383,7 +398,8 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 				warm := connectionsReceived(t, srv) - before - 1
 				proxy.setLatency(t, latency)
 				p := mustValidate(t, &limiter.Policy{Name: "slow", Algorithm: limiter.SlidingLog, Limit: 100, Period: time.Hour})
-				l := &load{limiters: limiters, policy: p, keys: []string{"k"}, workers: 6, pause: 10 * time.Millisecond, ping: ping}
+				l := &load{limiters: limiters, policy: p, keys: []string{"k"}, workers: 6, pause: 10 * time.Millisecond,
+					others: schedProbe(srv.Pid, func() int { return proxy.pid })}
 				l.run(nil, 1500*time.Millisecond)
 				opened := connectionsReceived(t, srv) - before - 2
 				t.Logf("+%s: %s; connections %d before the latency, %d after", latency, stats(l.samples), warm, opened)
@@ -439,7 +455,7 @@ func TestStallFailsOpenNoLongerThanTheStall(t *testing.T) {
 		}
 		p := mustValidate(t, &limiter.Policy{Name: "stall", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second})
 		l := &load{limiters: limiters, policy: p, keys: []string{"a", "b", "c"}, workers: 6, pause: 2 * time.Millisecond,
-			ping: pingProbe(t, srv.Addr(), 0)}
+			others: schedProbe(srv.Pid)}
 		const stall, after = 500 * time.Millisecond, 100 * time.Millisecond
 		var sleptAt, wokeAt time.Duration
 		slept := make(chan error, 1)
@@ -702,7 +718,7 @@ func TestReplyWaitingInTheSocketIsNoTimeout(t *testing.T) {
 // master fails only its own keys, and seven redis-servers, three gateways
 // and the race detector on two shared cores can starve a check of CPU for
 // longer than 50ms (TestSlowRedisFailsNoCheck holds the 50ms). Where the
-// jitter probes saw this process or a healthy master kept waiting half the
+// jitter probes saw this process or a Redis node kept waiting half the
 // timeout, a failed check is the machine's, not the store's (a run with
 // many such checks is run again: see judge); the time bounds grow by the
 // worst stall seen.
@@ -731,18 +747,11 @@ func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 		replica := c.Replicas()[0]
 
 		healthStore := open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix)
-		var pings []func() time.Duration
-		for _, n := range c.Nodes()[1:] {
-			pings = append(pings, pingProbe(t, n.Addr(), 0))
+		var pids []func() int
+		for _, n := range append(c.Nodes(), c.Replicas()...) {
+			pids = append(pids, n.Pid)
 		}
-		pingHealthy := func() time.Duration {
-			var worst time.Duration
-			for _, ping := range pings {
-				worst = max(worst, ping())
-			}
-			return worst
-		}
-		l := &load{limiters: append(limiters, newLimiterWith(t, healthStore, timeout)), policy: p, keys: keys, workers: 6, pause: 2 * time.Millisecond, ping: pingHealthy}
+		l := &load{limiters: append(limiters, newLimiterWith(t, healthStore, timeout)), policy: p, keys: keys, workers: 6, pause: 2 * time.Millisecond, others: schedProbe(pids...)}
 		// promotedAt: the replica calls itself master; agreedAt: every healthy
 		// master's slot map names it, the earliest the store can learn of it.
 		var killAt, promotedAt, agreedAt, healthFrom, healthTo time.Duration
