@@ -193,6 +193,13 @@ func (l *load) worstStall(from, to time.Duration) time.Duration {
 	return worst
 }
 
+// stallFor is the worst stall a check s may have suffered: during it, and
+// during the timeout before it, whose checks' replies may still be due on
+// the connections s queues behind.
+func (l *load) stallFor(s sample, timeout time.Duration) time.Duration {
+	return l.worstStall(s.at-timeout, s.at+s.took)
+}
+
 // verdict is what one run of a fault test found, kept until the run is
 // known to be judged: checks counts the run's checks, excused those whose
 // failure a stall of the machine explains.
@@ -412,13 +419,13 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 				v.checks = len(l.samples)
 				for _, s := range l.samples {
 					switch {
-					case s.err != nil && l.worstStall(s.at, s.at+s.took) >= (timeout-latency)/2:
+					case s.err != nil && l.stallFor(s, timeout) >= (timeout-latency)/2:
 						v.excused++
-						t.Logf("check at %s failed after %s while the machine stalled %s: %v", s.at, s.took, l.worstStall(s.at, s.at+s.took), s.err)
+						t.Logf("check at %s failed after %s while the machine stalled %s: %v", s.at, s.took, l.stallFor(s, timeout), s.err)
 					case s.err != nil:
 						errs++
 						if errs <= 3 {
-							v.Errorf("check at %s failed after %s, the machine stalling at most %s then: %v", s.at, s.took, l.worstStall(s.at, s.at+s.took), s.err)
+							v.Errorf("check at %s failed after %s, the machine stalling at most %s then: %v", s.at, s.took, l.stallFor(s, timeout), s.err)
 						}
 					case s.allowed:
 						admitted++
@@ -490,7 +497,7 @@ func TestStallFailsOpenNoLongerThanTheStall(t *testing.T) {
 					v.Errorf("a check failed after %s, the machine stalling at most %s then: want about the %s timeout", s.took.Round(time.Millisecond), worst, storeTimeout)
 				}
 				if s.at > wokeAt+after {
-					if worst := l.worstStall(s.at, s.at+s.took); worst >= storeTimeout/2 {
+					if worst := l.stallFor(s, storeTimeout); worst >= storeTimeout/2 {
 						v.excused++
 						t.Logf("check at +%s failed after %s while the machine stalled %s: %v", s.at-wokeAt, s.took, worst, s.err)
 					} else {
@@ -510,7 +517,7 @@ func TestStallFailsOpenNoLongerThanTheStall(t *testing.T) {
 		for i, s := range late {
 			if i < 3 {
 				v.Errorf("a check started %s after the stall ended failed after %s, the machine stalling at most %s then: %v",
-					(s.at - wokeAt).Round(time.Millisecond), s.took.Round(time.Millisecond), l.worstStall(s.at, s.at+s.took), s.err)
+					(s.at - wokeAt).Round(time.Millisecond), s.took.Round(time.Millisecond), l.stallFor(s, storeTimeout), s.err)
 			}
 		}
 		if len(late) > 0 {
@@ -804,7 +811,7 @@ func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 		var lastVictimErr time.Duration = -1
 		var healthyDuring, victimDuring []sample
 		stalled := func(s sample) bool {
-			if worst := l.worstStall(s.at, s.at+s.took); worst >= timeout/2 {
+			if worst := l.stallFor(s, timeout); worst >= timeout/2 {
 				v.excused++
 				t.Logf("key %s failed at +%s after %s while the machine stalled %s: %v", s.key, s.at, s.took, worst, s.err)
 				return true
