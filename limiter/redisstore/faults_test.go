@@ -73,10 +73,12 @@ func (l *load) run(stop <-chan struct{}, limit time.Duration) {
 		l.onStart()
 	}
 	deadline := l.start.Add(limit)
-	var wg sync.WaitGroup
-	wg.Go(func() { l.probe(stop, deadline, sleepProbe) })
+	// The probes run until the last check has answered, past the deadline.
+	checked := make(chan struct{})
+	var probes, wg sync.WaitGroup
+	probes.Go(func() { l.probe(checked, sleepProbe) })
 	if l.others != nil {
-		wg.Go(func() { l.probe(stop, deadline, l.others) })
+		probes.Go(func() { l.probe(checked, l.others) })
 	}
 	for w := range l.workers {
 		wg.Go(func() {
@@ -105,27 +107,28 @@ func (l *load) run(stop <-chan struct{}, limit time.Duration) {
 		})
 	}
 	wg.Wait()
+	close(checked)
+	probes.Wait()
 	slices.SortFunc(l.samples, func(a, b sample) int { return int(a.at - b.at) })
 }
 
-// probe measures the jitter of the machine while the load runs: it calls
+// probe measures the jitter of the machine until done is closed: it calls
 // measure (each answer how late it came) a millisecond apart.
-func (l *load) probe(stop <-chan struct{}, deadline time.Time, measure func() time.Duration) {
+func (l *load) probe(done <-chan struct{}, measure func() time.Duration) {
 	var stalls []stall
-	for time.Now().Before(deadline) {
+	for {
 		select {
-		case <-stop:
-			deadline = time.Time{}
-			continue
+		case <-done:
+			l.mu.Lock()
+			l.stalls = append(l.stalls, stalls...)
+			l.mu.Unlock()
+			return
 		default:
 		}
 		late := measure()
 		stalls = append(stalls, stall{at: time.Since(l.start), late: late})
 		time.Sleep(time.Millisecond)
 	}
-	l.mu.Lock()
-	l.stalls = append(l.stalls, stalls...)
-	l.mu.Unlock()
 }
 
 // sleepProbe asks to sleep a millisecond and says how late it woke: how
@@ -173,7 +176,7 @@ func measureStalls(f func()) time.Duration {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l.probe(stop, time.Now().Add(time.Minute), sleepProbe)
+		l.probe(stop, sleepProbe)
 	}()
 	f()
 	close(stop)
