@@ -9,9 +9,10 @@ import (
 	"github.com/costgate/costgate/limiter/memstore"
 )
 
-// The API tier: 1000 requests a minute per key, 150 at once.
+// An API tier: 1000 requests an hour per key, 150 at once (a token every
+// 3.6s, so the figures below stand however slowly the example runs).
 func Example() {
-	api := &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 1000, Period: time.Minute, Burst: 150}
+	api := &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 1000, Period: time.Hour, Burst: 150}
 	if err := api.Validate(); err != nil {
 		panic(err)
 	}
@@ -28,9 +29,9 @@ func Example() {
 	fmt.Println(d.Allowed, d.Remaining)
 
 	d = lim.Allow(ctx, api, "acme", 5)
-	fmt.Println(d.Allowed, d.Outcome, d.RetryAfter.Round(10*time.Millisecond))
+	fmt.Println(d.Allowed, d.Outcome, d.RetryAfter.Round(time.Second)) // 5 tokens
 	// Output:
 	// true 149
 	// true 0
-	// false denied 300ms
+	// false denied 18s
 }

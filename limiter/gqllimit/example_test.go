@@ -97,9 +97,10 @@ func ExampleLimiter_Handler() {
 	c := res.Extensions.Cost
 	fmt.Println("status", w.Code)
 	fmt.Println("requested", c.RequestedQueryCost, "actual", *c.ActualQueryCost)
-	fmt.Println("available", c.ThrottleStatus.CurrentlyAvailable, "of", c.ThrottleStatus.MaximumAvailable)
+	// currentlyAvailable is 1000 − 45 at the refund, and grows 50 a second.
+	fmt.Println("bucket", c.ThrottleStatus.MaximumAvailable, "restoring", c.ThrottleStatus.RestoreRate, "a second")
 	// Output:
 	// status 200
 	// requested 61 actual 45
-	// available 955 of 1000
+	// bucket 1000 restoring 50 a second
 }

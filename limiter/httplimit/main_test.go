@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,7 +10,9 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,6 +48,18 @@ var prefixSeq atomic.Int64
 func apiPolicy() *limiter.Policy {
 	return &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 1000, Period: time.Minute, Burst: 150,
 		Key: []string{"tenant", "api_key"}, OnStoreError: limiter.FailAllow}
+}
+
+// dayAPIPolicy is apiPolicy with a day's period, for tests that count
+// what one burst admits. The store's clock is frozen, but Redis expires a
+// bucket on its own clock, after the real time its deficit takes to refill:
+// at 1000 a minute the first request's key lives 60ms, which a busy machine
+// can outlast between two requests, and a bucket that expired is full
+// again. At 1000 a day it lives 86s.
+func dayAPIPolicy() *limiter.Policy {
+	p := apiPolicy()
+	p.Period = 24 * time.Hour
+	return p
 }
 
 func loginPolicies() []*limiter.Policy {
@@ -215,6 +230,57 @@ func (s *testServer) storeKeys(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return keys
+}
+
+// expiries watches Redis expire keys of the test's store (keyspace
+// notifications) and returns a function listing those expired so far. The
+// store's clock is frozen but Redis expires on its own: a key expiring
+// during a test means the machine took longer than the key's real lifetime.
+func (s *testServer) expiries(t *testing.T) func() []string {
+	t.Helper()
+	ctx := context.Background()
+	c := redisServer.Client()
+	t.Cleanup(func() { c.Close() })
+	if err := c.ConfigSet(ctx, "notify-keyspace-events", "Ex").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ps := c.PSubscribe(ctx, "__keyevent@*__:expired")
+	t.Cleanup(func() { ps.Close() })
+	if _, err := ps.Receive(ctx); err != nil { // the subscription is in place
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var expired []string
+	pong := make(chan struct{}, 1)
+	go func() {
+		for {
+			msg, err := ps.Receive(ctx)
+			if err != nil {
+				return
+			}
+			switch m := msg.(type) {
+			case *redis.Message:
+				if strings.HasPrefix(m.Payload, s.prefix) {
+					mu.Lock()
+					expired = append(expired, m.Payload)
+					mu.Unlock()
+				}
+			case *redis.Pong:
+				pong <- struct{}{}
+			}
+		}
+	}()
+	return func() []string {
+		t.Helper()
+		// Notifications come before the PONG that follows them.
+		if err := ps.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		<-pong
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(expired)
+	}
 }
 
 type errorJSON struct {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,15 +51,20 @@ type load struct {
 	pause    time.Duration
 
 	onStart func() // called once start is set
+	// others, when set, is a second jitter probe: how long the other
+	// processes the checks go through (Redis, the latency proxy) waited for
+	// a CPU since it was last called. A busy machine stalls them too, unseen
+	// by the in-process probe.
+	others func() time.Duration
 
 	start   time.Time
 	mu      sync.Mutex
 	samples []sample
-	stalls  []stall // what the jitter probe measured during the run
+	stalls  []stall // what the jitter probes measured during the run
 }
 
-// stall is one wake-up of the jitter probe: at is when it woke, late how
-// much later than asked. A machine busy with other work shows here.
+// stall is one answer of a jitter probe: at is when it came, late how much
+// later than expected. A machine busy with other work shows here.
 type stall struct{ at, late time.Duration }
 
 func (l *load) run(stop <-chan struct{}, limit time.Duration) {
@@ -67,8 +73,13 @@ func (l *load) run(stop <-chan struct{}, limit time.Duration) {
 		l.onStart()
 	}
 	deadline := l.start.Add(limit)
-	var wg sync.WaitGroup
-	wg.Go(func() { l.probe(stop, deadline) })
+	// The probes run until the last check has answered, past the deadline.
+	checked := make(chan struct{})
+	var probes, wg sync.WaitGroup
+	probes.Go(func() { l.probe(checked, sleepProbe) })
+	if l.others != nil {
+		probes.Go(func() { l.probe(checked, l.others) })
+	}
 	for w := range l.workers {
 		wg.Go(func() {
 			var mine []sample
@@ -96,31 +107,85 @@ func (l *load) run(stop <-chan struct{}, limit time.Duration) {
 		})
 	}
 	wg.Wait()
+	close(checked)
+	probes.Wait()
 	slices.SortFunc(l.samples, func(a, b sample) int { return int(a.at - b.at) })
 }
 
-// probe measures the scheduling jitter of the machine while the load runs:
-// it asks to sleep a millisecond and records how late it wakes.
-func (l *load) probe(stop <-chan struct{}, deadline time.Time) {
+// probe measures the jitter of the machine until done is closed: it calls
+// measure (each answer how late it came) a millisecond apart.
+func (l *load) probe(done <-chan struct{}, measure func() time.Duration) {
 	var stalls []stall
-	for time.Now().Before(deadline) {
+	for {
 		select {
-		case <-stop:
-			deadline = time.Time{}
-			continue
+		case <-done:
+			l.mu.Lock()
+			l.stalls = append(l.stalls, stalls...)
+			l.mu.Unlock()
+			return
 		default:
 		}
-		t0 := time.Now()
+		late := measure()
+		stalls = append(stalls, stall{at: time.Since(l.start), late: late})
 		time.Sleep(time.Millisecond)
-		stalls = append(stalls, stall{at: time.Since(l.start), late: time.Since(t0) - time.Millisecond})
 	}
-	l.mu.Lock()
-	l.stalls = stalls
-	l.mu.Unlock()
 }
 
-// worstStall is the latest the probe woke in [from, to]: how long the
-// machine kept a runnable goroutine waiting then.
+// sleepProbe asks to sleep a millisecond and says how late it woke: how
+// long the machine kept a runnable goroutine of this process waiting.
+func sleepProbe() time.Duration {
+	t0 := time.Now()
+	time.Sleep(time.Millisecond)
+	return time.Since(t0) - time.Millisecond
+}
+
+// schedProbe is a probe for load.others: the longest any thread of the
+// processes pids returns waited for a CPU while runnable, since the last
+// call (Linux's /proc/PID/task/TID/schedstat; nothing elsewhere). It counts
+// only the machine keeping a process waiting, not the work the checks give
+// it: a store that floods Redis shows in no probe.
+func schedProbe(pids ...func() int) func() time.Duration {
+	last := map[string]time.Duration{}
+	return func() time.Duration {
+		var worst time.Duration
+		for _, pid := range pids {
+			dirs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid()))
+			for _, f := range dirs {
+				b, err := os.ReadFile(f)
+				fields := strings.Fields(string(b))
+				if err != nil || len(fields) < 2 {
+					continue
+				}
+				ns, _ := strconv.ParseInt(fields[1], 10, 64) // run_delay
+				waited := time.Duration(ns)
+				if before, ok := last[f]; ok {
+					worst = max(worst, waited-before)
+				}
+				last[f] = waited
+			}
+		}
+		return worst
+	}
+}
+
+// measureStalls runs f beside the in-process jitter probe and returns the
+// worst stall the probe saw meanwhile.
+func measureStalls(f func()) time.Duration {
+	l := &load{start: time.Now()}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.probe(stop, sleepProbe)
+	}()
+	f()
+	close(stop)
+	<-done
+	return l.worstStall(0, time.Since(l.start))
+}
+
+// worstStall is the latest a probe answered in [from, to]: how long the
+// machine kept this process or Redis waiting then.
 func (l *load) worstStall(from, to time.Duration) time.Duration {
 	var worst time.Duration
 	for _, s := range l.stalls {
@@ -129,6 +194,51 @@ func (l *load) worstStall(from, to time.Duration) time.Duration {
 		}
 	}
 	return worst
+}
+
+// stallFor is the worst stall a check s may have suffered: during it, and
+// during the timeout before it, whose checks' replies may still be due on
+// the connections s queues behind.
+func (l *load) stallFor(s sample, timeout time.Duration) time.Duration {
+	return l.worstStall(s.at-timeout, s.at+s.took)
+}
+
+// verdict is what one run of a fault test found, kept until the run is
+// known to be judged: checks counts the run's checks, excused those whose
+// failure a stall of the machine explains.
+type verdict struct {
+	errs            []string
+	checks, excused int
+}
+
+func (v *verdict) Errorf(format string, args ...any) {
+	v.errs = append(v.errs, fmt.Sprintf(format, args...))
+}
+
+func (v *verdict) tooStalled() bool { return v.excused > v.checks/10 }
+
+// judge runs a fault test up to three times. A run in which more than a
+// tenth of the checks failed during stalls of the machine cannot tell the
+// store's failures from the machine's, and is run again; the third is
+// judged whatever it saw. A failure no stall explains fails the test in
+// any run that is judged.
+func judge(t *testing.T, run func(v *verdict)) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		v := &verdict{}
+		run(v)
+		if v.tooStalled() && attempt < 3 {
+			t.Logf("run %d: %d of %d checks failed during stalls of the machine, too many to judge: running again", attempt, v.excused, v.checks)
+			continue
+		}
+		if v.tooStalled() {
+			t.Errorf("%d of %d checks failed during stalls of the machine, in each of %d runs: too many to tell the store's failures from the machine's", v.excused, v.checks, attempt)
+		}
+		for _, e := range v.errs {
+			t.Error(e)
+		}
+		return
+	}
 }
 
 // stats summarises samples: count, admitted, errors, latency percentiles.
@@ -212,6 +322,7 @@ func runProxy(target string) int {
 // proxyProcess is a latency proxy in a child process.
 type proxyProcess struct {
 	addr string
+	pid  int
 	in   io.WriteCloser
 	out  *bufio.Scanner
 }
@@ -235,7 +346,7 @@ func startProxyProcess(t *testing.T, target string) *proxyProcess {
 		in.Close()
 		cmd.Wait()
 	})
-	p := &proxyProcess{in: in, out: bufio.NewScanner(out)}
+	p := &proxyProcess{pid: cmd.Process.Pid, in: in, out: bufio.NewScanner(out)}
 	if !p.out.Scan() {
 		t.Fatal("the proxy process printed no address")
 	}
@@ -285,109 +396,137 @@ func TestSlowRedisFailsNoCheck(t *testing.T) {
 	}
 	for _, latency := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond} {
 		t.Run(latency.String(), func(t *testing.T) {
-			proxy := startProxyProcess(t, srv.Addr())
-			prefix := newPrefix(t)
-			before := connectionsReceived(t, srv)
-			var limiters []*limiter.Limiter
-			for range 3 { // three gateways, each with its own client and pool
-				s := open(t, redisstore.ClientOptions{URL: "redis://" + proxy.addr, PoolSize: poolSize, Timeout: timeout}, prefix)
-				limiters = append(limiters, newLimiterWith(t, s, timeout))
-			}
-			warm := connectionsReceived(t, srv) - before - 1
-			proxy.setLatency(t, latency)
-			p := mustValidate(t, &limiter.Policy{Name: "slow", Algorithm: limiter.SlidingLog, Limit: 100, Period: time.Hour})
-			l := &load{limiters: limiters, policy: p, keys: []string{"k"}, workers: 6, pause: 10 * time.Millisecond}
-			l.run(nil, 1500*time.Millisecond)
-			opened := connectionsReceived(t, srv) - before - 2
-			t.Logf("+%s: %s; connections %d before the latency, %d after", latency, stats(l.samples), warm, opened)
-			// A check may fail only where the machine itself stalled long
-			// enough to explain it: the probe saw a goroutine kept waiting
-			// half the headroom (timeout − latency) or more during the check.
-			// A failure without such a stall is the store's.
-			var admitted, errs, excused int
-			for _, s := range l.samples {
-				switch {
-				case s.err != nil && l.worstStall(s.at, s.at+s.took) >= (timeout-latency)/2:
-					excused++
-					t.Logf("check at %s failed after %s while the machine stalled %s: %v", s.at, s.took, l.worstStall(s.at, s.at+s.took), s.err)
-				case s.err != nil:
-					errs++
-					if errs <= 3 {
-						t.Errorf("check at %s failed after %s, the machine stalling at most %s then: %v", s.at, s.took, l.worstStall(s.at, s.at+s.took), s.err)
-					}
-				case s.allowed:
-					admitted++
+			judge(t, func(v *verdict) {
+				proxy := startProxyProcess(t, srv.Addr())
+				prefix := newPrefix(t)
+				before := connectionsReceived(t, srv)
+				var limiters []*limiter.Limiter
+				for range 3 { // three gateways, each with its own client and pool
+					s := open(t, redisstore.ClientOptions{URL: "redis://" + proxy.addr, PoolSize: poolSize, Timeout: timeout}, prefix)
+					limiters = append(limiters, newLimiterWith(t, s, timeout))
 				}
-			}
-			if errs > 0 {
-				t.Errorf("%d of %d checks failed with Redis %s slower, under a %s timeout", errs, len(l.samples), latency, timeout)
-			}
-			if excused > len(l.samples)/10 {
-				t.Errorf("%d of %d checks failed during stalls of the machine: too many to tell the store's failures from the machine's", excused, len(l.samples))
-			}
-			// A check that timed out may have charged.
-			if want := min(100, len(l.samples)); admitted > want || admitted < want-excused {
-				t.Errorf("admitted %d of %d, want exactly %d (less the %d checks that failed in stalls)", admitted, len(l.samples), want, excused)
-			}
-			if opened > 3*poolSize {
-				t.Errorf("%d connections for 3 clients with pools of %d", opened, poolSize)
-			}
+				warm := connectionsReceived(t, srv) - before - 1
+				proxy.setLatency(t, latency)
+				p := mustValidate(t, &limiter.Policy{Name: "slow", Algorithm: limiter.SlidingLog, Limit: 100, Period: time.Hour})
+				l := &load{limiters: limiters, policy: p, keys: []string{"k"}, workers: 6, pause: 10 * time.Millisecond,
+					others: schedProbe(srv.Pid, func() int { return proxy.pid })}
+				l.run(nil, 1500*time.Millisecond)
+				opened := connectionsReceived(t, srv) - before - 2
+				t.Logf("+%s: %s; connections %d before the latency, %d after", latency, stats(l.samples), warm, opened)
+				// A check may fail only where the machine itself stalled long
+				// enough to explain it: a probe saw this process, the proxy or
+				// Redis kept waiting half the headroom (timeout − latency) or more
+				// during the check. A failure without such a stall is the store's;
+				// a run with many failures in stalls is run again (judge).
+				var admitted, errs int
+				v.checks = len(l.samples)
+				for _, s := range l.samples {
+					switch {
+					case s.err != nil && l.stallFor(s, timeout) >= (timeout-latency)/2:
+						v.excused++
+						t.Logf("check at %s failed after %s while the machine stalled %s: %v", s.at, s.took, l.stallFor(s, timeout), s.err)
+					case s.err != nil:
+						errs++
+						if errs <= 3 {
+							v.Errorf("check at %s failed after %s, the machine stalling at most %s then: %v", s.at, s.took, l.stallFor(s, timeout), s.err)
+						}
+					case s.allowed:
+						admitted++
+					}
+				}
+				if errs > 0 {
+					v.Errorf("%d of %d checks failed with Redis %s slower, under a %s timeout", errs, len(l.samples), latency, timeout)
+				}
+				// A check that timed out may have charged.
+				if want := min(100, len(l.samples)); admitted > want || admitted < want-v.excused {
+					v.Errorf("admitted %d of %d, want exactly %d (less the %d checks that failed in stalls)", admitted, len(l.samples), want, v.excused)
+				}
+				if opened > 3*poolSize {
+					v.Errorf("%d connections for 3 clients with pools of %d", opened, poolSize)
+				}
+			})
 		})
 	}
 }
 
 // DEBUG SLEEP stalls Redis for 0.5s: checks fail open during the stall and
-// for no more than 100ms after it.
+// for no more than 100ms after it. The stall ends, at the latest, when
+// DEBUG SLEEP's own answer arrives; a check that starts later than 100ms
+// after that and fails is the store's fault, unless a jitter probe saw this
+// process or Redis kept waiting half the store timeout during the check
+// (a run with many such checks is run again: see judge).
 func TestStallFailsOpenNoLongerThanTheStall(t *testing.T) {
-	srv := redistest.StartServer(t, redistest.WithConfig("enable-debug-command", "yes"))
-	prefix := newPrefix(t)
-	var limiters []*limiter.Limiter
-	for range 3 {
-		limiters = append(limiters, newLimiterOver(t, open(t, redisstore.ClientOptions{URL: "redis://" + srv.Addr()}, prefix)))
-	}
-	p := mustValidate(t, &limiter.Policy{Name: "stall", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second})
-	l := &load{limiters: limiters, policy: p, keys: []string{"a", "b", "c"}, workers: 6, pause: 2 * time.Millisecond}
-	const stall = 500 * time.Millisecond
-	var sleptAt, wokeAt time.Duration
-	slept := make(chan error, 1)
-	started := make(chan struct{})
-	go func() {
-		<-started
-		time.Sleep(300 * time.Millisecond)
-		c := srv.Client()
-		defer c.Close()
-		sleptAt = time.Since(l.start)
-		err := c.Do(context.Background(), "DEBUG", "SLEEP", strconv.FormatFloat(stall.Seconds(), 'f', 3, 64)).Err()
-		wokeAt = time.Since(l.start)
-		slept <- err
-	}()
-	l.onStart = func() { close(started) }
-	l.run(nil, 1500*time.Millisecond)
-	if err := <-slept; err != nil {
-		t.Fatalf("DEBUG SLEEP: %v", err)
-	}
-	var first, last time.Duration = -1, -1
-	var during []sample
-	for _, s := range l.samples {
-		if s.err != nil {
-			if first < 0 {
-				first = s.at
+	judge(t, func(v *verdict) {
+		srv := redistest.StartServer(t, redistest.WithConfig("enable-debug-command", "yes"))
+		prefix := newPrefix(t)
+		var limiters []*limiter.Limiter
+		for range 3 {
+			limiters = append(limiters, newLimiterOver(t, open(t, redisstore.ClientOptions{URL: "redis://" + srv.Addr()}, prefix)))
+		}
+		p := mustValidate(t, &limiter.Policy{Name: "stall", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second})
+		l := &load{limiters: limiters, policy: p, keys: []string{"a", "b", "c"}, workers: 6, pause: 2 * time.Millisecond,
+			others: schedProbe(srv.Pid)}
+		const stall, after = 500 * time.Millisecond, 100 * time.Millisecond
+		var sleptAt, wokeAt time.Duration
+		slept := make(chan error, 1)
+		started := make(chan struct{})
+		go func() {
+			<-started
+			time.Sleep(300 * time.Millisecond)
+			c := srv.Client()
+			defer c.Close()
+			sleptAt = time.Since(l.start)
+			err := c.Do(context.Background(), "DEBUG", "SLEEP", strconv.FormatFloat(stall.Seconds(), 'f', 3, 64)).Err()
+			wokeAt = time.Since(l.start)
+			slept <- err
+		}()
+		l.onStart = func() { close(started) }
+		l.run(nil, 1500*time.Millisecond)
+		if err := <-slept; err != nil {
+			t.Fatalf("DEBUG SLEEP: %v", err)
+		}
+		var first, last time.Duration = -1, -1
+		var during, late []sample
+		v.checks = len(l.samples)
+		for _, s := range l.samples {
+			if s.err != nil {
+				if first < 0 {
+					first = s.at
+				}
+				last = s.at + s.took
+				// A failed check took its timeout, twice at most when a reply
+				// was waiting in a socket (and what the machine stalled).
+				if worst := l.worstStall(s.at, s.at+s.took); s.took > 2*storeTimeout+after+worst {
+					v.Errorf("a check failed after %s, the machine stalling at most %s then: want about the %s timeout", s.took.Round(time.Millisecond), worst, storeTimeout)
+				}
+				if s.at > wokeAt+after {
+					if worst := l.stallFor(s, storeTimeout); worst >= storeTimeout/2 {
+						v.excused++
+						t.Logf("check at +%s failed after %s while the machine stalled %s: %v", s.at-wokeAt, s.took, worst, s.err)
+					} else {
+						late = append(late, s)
+					}
+				}
 			}
-			last = s.at + s.took
+			if s.at >= sleptAt && s.at < wokeAt+after {
+				during = append(during, s)
+			}
 		}
-		if s.at >= sleptAt && s.at < wokeAt+100*time.Millisecond {
-			during = append(during, s)
+		if first < 0 {
+			t.Fatalf("no check failed during a %s stall: %s", stall, stats(l.samples))
 		}
-	}
-	if first < 0 {
-		t.Fatalf("no check failed during a %s stall: %s", stall, stats(l.samples))
-	}
-	failOpen := last - sleptAt
-	t.Logf("stall %s (DEBUG SLEEP answered after %s): checks failed from +%s to +%s after it began; during: %s",
-		stall, (wokeAt - sleptAt).Round(time.Millisecond), (first - sleptAt).Round(time.Millisecond), failOpen.Round(time.Millisecond), stats(during))
-	if failOpen > stall+100*time.Millisecond {
-		t.Errorf("fail-open lasted %s after a %s stall began, want at most %s", failOpen.Round(time.Millisecond), stall, stall+100*time.Millisecond)
-	}
+		t.Logf("stall %s (DEBUG SLEEP answered after %s): checks failed from +%s to +%s after it began; during: %s",
+			stall, (wokeAt - sleptAt).Round(time.Millisecond), (first - sleptAt).Round(time.Millisecond), (last - sleptAt).Round(time.Millisecond), stats(during))
+		for i, s := range late {
+			if i < 3 {
+				v.Errorf("a check started %s after the stall ended failed after %s, the machine stalling at most %s then: %v",
+					(s.at - wokeAt).Round(time.Millisecond), s.took.Round(time.Millisecond), l.stallFor(s, storeTimeout), s.err)
+			}
+		}
+		if len(late) > 0 {
+			v.Errorf("%d checks failed that started more than %s after a %s stall ended", len(late), after, stall)
+		}
+	})
 }
 
 // Redis at maxmemory with noeviction answers PING but refuses every write:
@@ -501,11 +640,14 @@ func (c slowReadConn) Read(p []byte) (int, error) {
 }
 
 // A gateway short of CPU reads a reply late that arrived in time: that is
-// not a store timeout. Each read waits 80ms (the reply is in the socket all
-// along, Redis answered within a millisecond) under a 50ms timeout. Before
-// the store enforced the deadline itself, go-redis failed every such check
-// with "i/o timeout" and threw the connection away.
+// not a store timeout. Each read waits 150ms (the reply is in the socket all
+// along, Redis answered within a millisecond) under a 100ms timeout; the
+// store waits at most the timeout once more for it. Before the store
+// enforced the deadline itself, go-redis failed every such check with "i/o
+// timeout" and threw the connection away. A check may still fail where the
+// jitter probe saw the test itself kept waiting half its 50ms of headroom.
 func TestReplyWaitingInTheSocketIsNoTimeout(t *testing.T) {
+	const timeout, readDelay = 100 * time.Millisecond, 150 * time.Millisecond
 	srv := redistest.StartServer(t)
 	var delay atomic.Int64
 	client := redis.NewClient(&redis.Options{
@@ -522,23 +664,38 @@ func TestReplyWaitingInTheSocketIsNoTimeout(t *testing.T) {
 	})
 	t.Cleanup(func() { client.Close() })
 	store := newStore(t, client, newPrefix(t), nil)
-	lim := newLimiterOver(t, store)
+	lim := newLimiterWith(t, store, timeout)
 	p := mustValidate(t, &limiter.Policy{Name: "cpu", Algorithm: limiter.TokenBucket, Limit: 100, Period: time.Hour, OnStoreError: limiter.FailDeny})
 	ctx := context.Background()
 	if d := lim.Allow(ctx, p, "warm", 1); d.Err != nil {
 		t.Fatal(d.Err)
 	}
-	delay.Store(int64(80 * time.Millisecond))
+	delay.Store(int64(readDelay))
+	failed := int64(0)
 	for i := range 5 {
 		start := time.Now()
-		d := lim.Allow(ctx, p, "k", 1)
-		if d.Err != nil || !d.Allowed {
-			t.Errorf("check %d (reply in the socket, read after 80ms): %+v", i, d)
+		var d limiter.Decision
+		stalled := measureStalls(func() { d = lim.Allow(ctx, p, "k", 1) })
+		took := time.Since(start).Round(time.Millisecond)
+		switch {
+		case d.Err != nil && stalled >= (2*timeout-readDelay)/2:
+			t.Logf("check %d failed after %s while the machine stalled %s: %v", i, took, stalled, d.Err)
+		case d.Err != nil || !d.Allowed:
+			t.Errorf("check %d (reply in the socket, read after %s), the machine stalling at most %s: %+v", i, readDelay, stalled, d)
+		default:
+			t.Logf("check %d answered after %s", i, took)
 		}
-		if want := int64(100 - 1 - i); d.Remaining != want {
-			t.Errorf("check %d: remaining %d, want %d", i, d.Remaining, want)
+		// A check that timed out may have charged, or not.
+		if d.Err == nil {
+			if want := int64(100 - 1 - i); d.Remaining < want || d.Remaining > want+failed {
+				t.Errorf("check %d: remaining %d, want %d", i, d.Remaining, want)
+			}
+		} else {
+			failed++
 		}
-		t.Logf("check %d answered after %s", i, time.Since(start).Round(time.Millisecond))
+	}
+	if failed > 1 {
+		t.Errorf("%d of 5 checks failed during stalls of the machine: too many to tell the store's failures from the machine's", failed)
 	}
 	delay.Store(0)
 	// A reply that has not arrived is still a timeout.
@@ -547,11 +704,13 @@ func TestReplyWaitingInTheSocketIsNoTimeout(t *testing.T) {
 	}
 	defer srv.Thaw()
 	start := time.Now()
-	if d := lim.Allow(ctx, p, "k", 1); d.Err == nil || d.Allowed {
+	var d limiter.Decision
+	stalled := measureStalls(func() { d = lim.Allow(ctx, p, "k", 1) })
+	if d.Err == nil || d.Allowed {
 		t.Errorf("hung Redis: %+v, want a store error", d)
 	}
-	if took := time.Since(start); took > storeTimeout+40*time.Millisecond {
-		t.Errorf("a check on a hung Redis took %s, want about %s", took, storeTimeout)
+	if took := time.Since(start); took > timeout+40*time.Millisecond+stalled {
+		t.Errorf("a check on a hung Redis took %s, the machine stalling at most %s, want about %s", took, stalled, timeout)
 	}
 }
 
@@ -568,136 +727,191 @@ func TestReplyWaitingInTheSocketIsNoTimeout(t *testing.T) {
 // The store timeout is 250ms here, not 50ms: what is tested is that a dead
 // master fails only its own keys, and seven redis-servers, three gateways
 // and the race detector on two shared cores can starve a check of CPU for
-// longer than 50ms (TestSlowRedisFailsNoCheck holds the 50ms).
+// longer than 50ms (TestSlowRedisFailsNoCheck holds the 50ms). Where the
+// jitter probes saw this process or a Redis node kept waiting half the
+// timeout, a failed check is the machine's, not the store's (a run with
+// many such checks is run again: see judge); the time bounds grow by the
+// worst stall seen.
 func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
-	const nodeTimeout = time.Second
-	const timeout = 250 * time.Millisecond
-	c := redistest.StartCluster(t, redistest.WithReplicas(1),
-		redistest.WithConfig("cluster-node-timeout", strconv.Itoa(int(nodeTimeout/time.Millisecond))),
-		redistest.WithConfig("cluster-require-full-coverage", "no"))
-	prefix := newPrefix(t)
-	var limiters []*limiter.Limiter
-	for range 3 {
-		limiters = append(limiters, newLimiterWith(t, open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix), timeout))
-	}
-	p := mustValidate(t, &limiter.Policy{Name: "fo", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second, OnStoreError: limiter.FailDeny})
-	// The masters own contiguous thirds of the slots, the first the lowest.
-	shard := map[string]int{}
-	var keys []string
-	for i := range 30 {
-		key := fmt.Sprintf("key%d", i)
-		keys = append(keys, key)
-		shard[key] = redisSlot(p.Name+":"+key) * 3 / 16384
-	}
-	victim := c.Nodes()[0]
-	replica := c.Replicas()[0]
-
-	healthStore := open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix)
-	l := &load{limiters: append(limiters, newLimiterWith(t, healthStore, timeout)), policy: p, keys: keys, workers: 6, pause: 2 * time.Millisecond}
-	var killAt, promotedAt time.Duration
-	healthDuring := make(chan redisstore.Health, 1)
-	promoted := make(chan struct{})
-	started := make(chan struct{})
-	l.onStart = func() { close(started) }
-	go func() {
-		<-started
-		time.Sleep(time.Second + 600*time.Millisecond)
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		healthDuring <- healthStore.Health(ctx)
-	}()
-	go func() {
-		defer close(promoted)
-		<-started
-		time.Sleep(time.Second)
-		killAt = time.Since(l.start)
-		if err := victim.Kill(); err != nil {
-			t.Errorf("kill: %v", err)
-			return
+	judge(t, func(v *verdict) {
+		const nodeTimeout = time.Second
+		const timeout = 250 * time.Millisecond
+		c := redistest.StartCluster(t, redistest.WithReplicas(1),
+			redistest.WithConfig("cluster-node-timeout", strconv.Itoa(int(nodeTimeout/time.Millisecond))),
+			redistest.WithConfig("cluster-require-full-coverage", "no"))
+		prefix := newPrefix(t)
+		var limiters []*limiter.Limiter
+		for range 3 {
+			limiters = append(limiters, newLimiterWith(t, open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix), timeout))
 		}
-		rc := redis.NewClient(&redis.Options{Addr: replica.Addr(), MaxRetries: -1})
-		defer rc.Close()
-		for time.Since(l.start) < 7*time.Second {
-			info, err := rc.Info(context.Background(), "replication").Result()
-			if err == nil && strings.Contains(info, "role:master") {
-				promotedAt = time.Since(l.start)
+		p := mustValidate(t, &limiter.Policy{Name: "fo", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second, OnStoreError: limiter.FailDeny})
+		// The masters own contiguous thirds of the slots, the first the lowest.
+		shard := map[string]int{}
+		var keys []string
+		for i := range 30 {
+			key := fmt.Sprintf("key%d", i)
+			keys = append(keys, key)
+			shard[key] = redisSlot(p.Name+":"+key) * 3 / 16384
+		}
+		victim := c.Nodes()[0]
+		replica := c.Replicas()[0]
+
+		healthStore := open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix)
+		var pids []func() int
+		for _, n := range append(c.Nodes(), c.Replicas()...) {
+			pids = append(pids, n.Pid)
+		}
+		l := &load{limiters: append(limiters, newLimiterWith(t, healthStore, timeout)), policy: p, keys: keys, workers: 6, pause: 2 * time.Millisecond, others: schedProbe(pids...)}
+		// promotedAt: the replica calls itself master; agreedAt: every healthy
+		// master's slot map names it, the earliest the store can learn of it.
+		var killAt, promotedAt, agreedAt, healthFrom, healthTo time.Duration
+		healthDuring := make(chan redisstore.Health, 1)
+		promoted := make(chan struct{})
+		started := make(chan struct{})
+		l.onStart = func() { close(started) }
+		go func() {
+			<-started
+			time.Sleep(time.Second + 600*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			healthFrom = time.Since(l.start)
+			h := healthStore.Health(ctx)
+			healthTo = time.Since(l.start)
+			healthDuring <- h
+		}()
+		go func() {
+			defer close(promoted)
+			<-started
+			time.Sleep(time.Second)
+			killAt = time.Since(l.start)
+			if err := victim.Kill(); err != nil {
+				t.Errorf("kill: %v", err)
 				return
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
-	l.run(nil, time.Second+nodeTimeout+4*time.Second)
-	<-promoted
+			rc := redis.NewClient(&redis.Options{Addr: replica.Addr(), MaxRetries: -1})
+			defer rc.Close()
+			for time.Since(l.start) < 7*time.Second {
+				info, err := rc.Info(context.Background(), "replication").Result()
+				if err == nil && strings.Contains(info, "role:master") {
+					promotedAt = time.Since(l.start)
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			for promotedAt > 0 && time.Since(l.start) < 7*time.Second {
+				if slotZeroOwnedBy(c.Nodes()[1:], replica.Addr()) {
+					agreedAt = time.Since(l.start)
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+		l.run(nil, time.Second+nodeTimeout+4*time.Second)
+		<-promoted
 
-	var healthyErrs, victimErrs int
-	var lastVictimErr time.Duration = -1
-	var healthyDuring, victimDuring []sample
-	for _, s := range l.samples {
-		if s.at+s.took < killAt {
-			if s.err != nil {
-				t.Errorf("before the kill: %v", s.err)
+		var healthyErrs, victimErrs int
+		v.checks = len(l.samples)
+		var lastVictimErr time.Duration = -1
+		var healthyDuring, victimDuring []sample
+		stalled := func(s sample) bool {
+			if worst := l.stallFor(s, timeout); worst >= timeout/2 {
+				v.excused++
+				t.Logf("key %s failed at +%s after %s while the machine stalled %s: %v", s.key, s.at, s.took, worst, s.err)
+				return true
 			}
-			continue
+			return false
 		}
-		if shard[s.key] == 0 {
-			victimDuring = append(victimDuring, s)
-			if s.err != nil {
-				victimErrs++
-				lastVictimErr = s.at + s.took
+		for _, s := range l.samples {
+			if s.at+s.took < killAt {
+				if s.err != nil && !stalled(s) {
+					v.Errorf("before the kill: %v", s.err)
+				}
+				continue
 			}
-		} else {
-			healthyDuring = append(healthyDuring, s)
-			if s.err != nil {
-				if healthyErrs++; healthyErrs <= 3 {
-					t.Errorf("key %s on a healthy master failed at +%s after the kill: %v", s.key, s.at-killAt, s.err)
+			if shard[s.key] == 0 {
+				victimDuring = append(victimDuring, s)
+				if s.err != nil {
+					victimErrs++
+					lastVictimErr = s.at + s.took
+				}
+			} else {
+				healthyDuring = append(healthyDuring, s)
+				if s.err != nil && !stalled(s) {
+					if healthyErrs++; healthyErrs <= 3 {
+						v.Errorf("key %s on a healthy master failed at +%s after the kill: %v", s.key, s.at-killAt, s.err)
+					}
 				}
 			}
 		}
-	}
-	recovery := lastVictimErr - killAt
-	t.Logf("kill -9 of a master, cluster-node-timeout %s: replica promoted %s after the kill; the store served its keys again %s after the kill",
-		nodeTimeout, (promotedAt - killAt).Round(time.Millisecond), recovery.Round(time.Millisecond))
-	t.Logf("keys on healthy masters: %s", stats(healthyDuring))
-	t.Logf("keys on the killed master: %s", stats(victimDuring))
-	if healthyErrs > 0 {
-		t.Errorf("%d checks of keys on healthy masters failed", healthyErrs)
-	}
-	h := <-healthDuring
-	t.Logf("health 600ms after the kill: %+v", h)
-	if h.State == limiter.StoreUp || len(h.Nodes) != 3 {
-		t.Errorf("health 600ms after the kill: %+v, want the dead master reported, three masters", h)
-	}
-	for _, n := range h.Nodes {
-		if want := n.Addr == victim.Addr(); (n.State != limiter.StoreUp) != want {
-			t.Errorf("health of %s: %s (the dead master is %s)", n.Addr, n.State, victim.Addr())
+		recovery := lastVictimErr - killAt
+		t.Logf("kill -9 of a master, cluster-node-timeout %s: replica promoted %s after the kill; the store served its keys again %s after the kill",
+			nodeTimeout, (promotedAt - killAt).Round(time.Millisecond), recovery.Round(time.Millisecond))
+		t.Logf("keys on healthy masters: %s", stats(healthyDuring))
+		t.Logf("keys on the killed master: %s", stats(victimDuring))
+		if healthyErrs > 0 {
+			v.Errorf("%d checks of keys on healthy masters failed", healthyErrs)
+		}
+		h := <-healthDuring
+		t.Logf("health 600ms after the kill: %+v", h)
+		if h.State == limiter.StoreUp || len(h.Nodes) != 3 {
+			v.Errorf("health 600ms after the kill: %+v, want the dead master reported, three masters", h)
+		}
+		for _, n := range h.Nodes {
+			want := n.Addr == victim.Addr()
+			switch worst := l.worstStall(healthFrom, healthTo); {
+			case (n.State != limiter.StoreUp) == want:
+			case !want && worst >= 100*time.Millisecond: // half the health call's 200ms
+				t.Logf("health of %s: %s while the machine stalled %s", n.Addr, n.State, worst)
+			default:
+				v.Errorf("health of %s: %s (the dead master is %s)", n.Addr, n.State, victim.Addr())
+			}
+		}
+		if victimErrs == 0 {
+			t.Error("no check of the killed master's keys failed: was it killed?")
+		}
+		// Redis's own election is random (a 0.5–1s delay, more on a retry): the
+		// store is held to following it within 500ms, and to the node timeout
+		// plus 2s whenever Redis promoted in time to make that possible.
+		// The store learns the new map from the nodes: it is held to following
+		// within 500ms of the healthy masters all knowing it.
+		t.Logf("the healthy masters all named the promoted replica %s after the kill", (agreedAt - killAt).Round(time.Millisecond))
+		follow := lastVictimErr - agreedAt
+		if worst := l.worstStall(agreedAt, lastVictimErr); agreedAt > 0 && follow > 500*time.Millisecond+worst {
+			v.Errorf("the store followed the promotion after %s, the machine stalling at most %s meanwhile; want at most 500ms", follow, worst)
+		}
+		switch worst := l.worstStall(killAt, lastVictimErr); {
+		case promotedAt > 0 && promotedAt-killAt > nodeTimeout+1500*time.Millisecond:
+			t.Logf("Redis promoted late (%s after the kill): the node-timeout+2s bound is not the store's to keep this time", promotedAt-killAt)
+		case recovery > nodeTimeout+2*time.Second+worst:
+			v.Errorf("the killed master's keys failed until %s after the kill, the machine stalling at most %s meanwhile; want at most %s", recovery, worst, nodeTimeout+2*time.Second)
+		}
+		// And they are served after recovery.
+		var lateOK bool
+		for _, s := range victimDuring {
+			if s.at > lastVictimErr && s.err == nil {
+				lateOK = true
+			}
+		}
+		if !lateOK {
+			t.Error("the killed master's keys were never served again")
+		}
+	})
+}
+
+// slotZeroOwnedBy reports whether every one of nodes names addr as the
+// master of slot 0.
+func slotZeroOwnedBy(nodes []*redistest.Server, addr string) bool {
+	for _, n := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
+		slots, err := c.ClusterSlots(context.Background()).Result()
+		c.Close()
+		if err != nil || !slices.ContainsFunc(slots, func(s redis.ClusterSlot) bool {
+			return s.Start == 0 && len(s.Nodes) > 0 && s.Nodes[0].Addr == addr
+		}) {
+			return false
 		}
 	}
-	if victimErrs == 0 {
-		t.Error("no check of the killed master's keys failed: was it killed?")
-	}
-	// Redis's own election is random (a 0.5–1s delay, more on a retry): the
-	// store is held to following it within 500ms, and to the node timeout
-	// plus 2s whenever Redis promoted in time to make that possible.
-	follow := lastVictimErr - promotedAt
-	if promotedAt > 0 && follow > 500*time.Millisecond {
-		t.Errorf("the store followed the promotion after %s, want at most 500ms", follow)
-	}
-	switch {
-	case promotedAt > 0 && promotedAt-killAt > nodeTimeout+1500*time.Millisecond:
-		t.Logf("Redis promoted late (%s after the kill): the node-timeout+2s bound is not the store's to keep this time", promotedAt-killAt)
-	case recovery > nodeTimeout+2*time.Second:
-		t.Errorf("the killed master's keys failed until %s after the kill, want at most %s", recovery, nodeTimeout+2*time.Second)
-	}
-	// And they are served after recovery.
-	var lateOK bool
-	for _, s := range victimDuring {
-		if s.at > lastVictimErr && s.err == nil {
-			lateOK = true
-		}
-	}
-	if !lateOK {
-		t.Error("the killed master's keys were never served again")
-	}
+	return true
 }
 
 // A Redis outage at 120 checks a second writes at most one store-error line
@@ -724,6 +938,7 @@ func TestOutageLogsOncePerSecond(t *testing.T) {
 		checks++
 		time.Sleep(time.Second / rate)
 	}
+	elapsed := time.Since(start) // past span when the machine is busy
 	lines := buf.lines()
 	suppressed := 0
 	for _, line := range lines {
@@ -735,9 +950,9 @@ func TestOutageLogsOncePerSecond(t *testing.T) {
 		n, _ := strconv.Atoi(strings.Fields(line[i+len("suppressed="):])[0])
 		suppressed += n
 	}
-	t.Logf("%d failed checks in %s: %d lines, %d suppressed", checks, span, len(lines), suppressed)
-	if max := int(span/time.Second) + 1; len(lines) > max {
-		t.Errorf("%d lines in %s, want at most %d", len(lines), span, max)
+	t.Logf("%d failed checks in %s: %d lines, %d suppressed", checks, elapsed.Round(time.Millisecond), len(lines), suppressed)
+	if max := int(elapsed/time.Second) + 1; len(lines) > max {
+		t.Errorf("%d lines in %s, want at most %d", len(lines), elapsed.Round(time.Millisecond), max)
 	}
 	if suppressed+len(lines) > checks || suppressed < checks/2 {
 		t.Errorf("%d lines reporting %d suppressed, for %d failed checks", len(lines), suppressed, checks)

@@ -174,7 +174,10 @@ func TestClientWithoutContextTimeoutIsRefused(t *testing.T) {
 }
 
 // Nothing lives forever: after the period passes, on the real clock, no key
-// of any algorithm remains.
+// of any algorithm remains. The period is a second so that every key lives
+// at least 600ms after the takes (3 of 5 tokens at 200ms each; the fixed
+// window is started when at least 700ms of it remain): a machine that takes
+// longer than that to list them is measured, and excused from seeing them.
 func TestKeysExpireOnTheRealClock(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
@@ -182,18 +185,31 @@ func TestKeysExpireOnTheRealClock(t *testing.T) {
 			prefix := newPrefix(t)
 			s := newStore(t, client, prefix, nil)
 			ctx := context.Background()
-			const period = 200 * time.Millisecond
+			const period, shortestLife = time.Second, 600 * time.Millisecond
+			var policies []*limiter.Policy
 			for _, alg := range limiter.Algorithms() {
-				p := mustValidate(t, &limiter.Policy{Name: string(alg), Algorithm: alg, Limit: 5, Period: period})
+				policies = append(policies, mustValidate(t, &limiter.Policy{Name: string(alg), Algorithm: alg, Limit: 5, Period: period}))
+			}
+			for _, p := range policies {
+				if p.Algorithm == limiter.FixedWindow {
+					waitForWindowRoom(p, "k", shortestLife+100*time.Millisecond)
+				}
+			}
+			start := time.Now()
+			for _, p := range policies {
 				for range 3 {
 					if d, err := s.Take(ctx, p, "k", 1); err != nil || !d.Allowed {
-						t.Fatalf("%s: %+v %v", alg, d, err)
+						t.Fatalf("%s: %+v %v", p.Algorithm, d, err)
 					}
 				}
 			}
 			keys := keysUnder(t, client, prefix)
-			if len(keys) < 6 { // one per algorithm, two for sliding_log
-				t.Fatalf("keys after the takes: %v, want at least 6", keys)
+			switch listed := time.Since(start); {
+			case len(keys) >= 6: // one per algorithm, two for sliding_log
+			case listed >= shortestLife:
+				t.Logf("keys listed %s after the takes, when some may have expired: %v", listed, keys)
+			default:
+				t.Fatalf("keys %s after the takes: %v, want at least 6", listed, keys)
 			}
 			for k, ttl := range keys {
 				// sliding_window keeps its counts for the next window too
@@ -201,7 +217,7 @@ func TestKeysExpireOnTheRealClock(t *testing.T) {
 					t.Errorf("key %s: PTTL %s, want in (0, %s]", k, ttl, limit)
 				}
 			}
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(5 * period)
 			for len(keys) > 0 && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
 				keys = keysUnder(t, client, prefix)
@@ -210,6 +226,17 @@ func TestKeysExpireOnTheRealClock(t *testing.T) {
 				t.Errorf("keys still there long after their period: %v", keys)
 			}
 		})
+	}
+}
+
+// waitForWindowRoom waits, on the real clock, until key's current fixed
+// window of p has at least room left.
+func waitForWindowRoom(p *limiter.Policy, key string, room time.Duration) {
+	per := p.PeriodMicros()
+	now := time.Now().UnixMicro()
+	left := per - ((now-p.WindowOffset(key))%per+per)%per
+	if time.Duration(left)*time.Microsecond < room {
+		time.Sleep(time.Duration(left)*time.Microsecond + time.Millisecond)
 	}
 }
 

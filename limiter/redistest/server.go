@@ -311,6 +311,11 @@ func (s *Server) signal(sig os.Signal) error {
 	return s.proc.signal(sig)
 }
 
+// Pid returns the process id of the running redis-server, or 0 while it is
+// stopped; tests read what the kernel says of it (how long it waited for a
+// CPU, for example).
+func (s *Server) Pid() int { return s.pid() }
+
 // pid returns the process id of the running process, or 0.
 func (s *Server) pid() int {
 	s.mu.Lock()
