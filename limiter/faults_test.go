@@ -1,16 +1,15 @@
 package limiter_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/costgate/costgate/internal/syncbuf"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/memstore"
 )
@@ -88,28 +87,10 @@ func TestLocalFallbackSameKeyInOrder(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Split(strings.TrimSpace(s.b.String()), "\n")
-}
-
 // A store outage at a high request rate writes at most one line per policy
 // per second, and each line says how many it stands for.
 func TestStoreErrorLogsAreRateLimited(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	lim := newLimiter(t, failing{}, limiter.WithLogger(logger))
 	a := policy(t, limiter.Policy{Name: "a", Algorithm: limiter.TokenBucket, Limit: 10, Period: time.Second})
@@ -125,7 +106,7 @@ func TestStoreErrorLogsAreRateLimited(t *testing.T) {
 	elapsed := time.Since(start)
 	per := map[string]int{}
 	var suppressed int
-	for _, line := range buf.lines() {
+	for _, line := range buf.Lines() {
 		for _, name := range []string{"a", "b"} {
 			if strings.Contains(line, "policy="+name+" ") {
 				per[name]++

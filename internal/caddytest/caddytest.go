@@ -7,17 +7,17 @@
 package caddytest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/costgate/costgate/internal/syncbuf"
 )
 
 // InstallCommand installs what Start needs.
@@ -31,7 +31,7 @@ const globalOptions = "{\n\tadmin off\n\tauto_https off\n\tdefault_bind 127.0.0.
 type Server struct {
 	// Addr is the 127.0.0.1:PORT its site listens on.
 	Addr string
-	log  *syncBuffer
+	log  *syncbuf.Buffer
 }
 
 // Find returns the caddy binary: on PATH, else Debian's /usr/bin/caddy.
@@ -80,7 +80,7 @@ func start(tb testing.TB, bin string, site func(string) string) (*Server, error)
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		return nil, err
 	}
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, "run", "--adapter", "caddyfile", "--config", confPath)
 	cmd.Dir = dir
 	cmd.Env = []string{"HOME=" + dir, "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
@@ -127,20 +127,3 @@ func start(tb testing.TB, bin string, site func(string) string) (*Server, error)
 
 // Log is what Caddy wrote so far.
 func (s *Server) Log() string { return s.log.String() }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}

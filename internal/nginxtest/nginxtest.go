@@ -6,7 +6,6 @@
 package nginxtest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -14,10 +13,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/costgate/costgate/internal/syncbuf"
 )
 
 // InstallCommand installs what Start needs.
@@ -28,7 +28,7 @@ type Server struct {
 	// Addr is host:port the config's server listens on.
 	Addr string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *syncbuf.Buffer
 }
 
 // Find returns the nginx binary: on PATH, else Debian's /usr/sbin/nginx.
@@ -94,7 +94,7 @@ func start(tb testing.TB, bin string, whole func(listen, dir string) string) (*S
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		return nil, err
 	}
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", "stderr")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr()
@@ -139,20 +139,3 @@ func start(tb testing.TB, bin string, whole func(listen, dir string) string) (*S
 
 // Log is what nginx wrote so far.
 func (s *Server) Log() string { return s.log.String() }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}

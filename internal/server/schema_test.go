@@ -21,6 +21,7 @@ import (
 	"github.com/costgate/costgate/graph"
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/internal/gqltest"
+	"github.com/costgate/costgate/internal/syncbuf"
 	"github.com/costgate/costgate/limiter/gqlproxy"
 )
 
@@ -95,24 +96,6 @@ func (u *shopUpstream) introspectionHeaders() []http.Header {
 	return append([]http.Header(nil), u.introspections...)
 }
 
-// syncBuffer is a log destination safe for the refresher's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 const introspectedYAML = `policies:
   graphql: {algorithm: token_bucket, limit: 50, period: 1s, burst: 1000, key: [tenant, api_key]}
 graphql:
@@ -128,13 +111,13 @@ graphql:
 
 // newIntrospectedServer serves proxy mode over up's schema read by
 // introspection; extra is appended to the graphql.costs entries.
-func newIntrospectedServer(t *testing.T, up *shopUpstream, extra string) (*Server, *gqltest.Client, *syncBuffer) {
+func newIntrospectedServer(t *testing.T, up *shopUpstream, extra string) (*Server, *gqltest.Client, *syncbuf.Buffer) {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(strings.Replace(introspectedYAML, "UPSTREAM", up.URL, 1)+extra))
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	s, err := New(cfg, slog.New(slog.NewJSONHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/vektah/gqlparser/v2/validator"
 
 	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/internal/syncbuf"
 	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/gqlproxy"
 )
@@ -275,7 +276,7 @@ func TestProxyMaxResponseBytes(t *testing.T) {
 				w.Write(reply)
 			}))
 			t.Cleanup(up.Close)
-			var log syncBuffer
+			var log syncbuf.Buffer
 			e := newProxyEnvWith(t, up.URL, proxyOptions{proxy: func(c *gqlproxy.Config) {
 				c.MaxResponseBytes = 1 << 20
 				c.Logger = slog.New(slog.NewTextHandler(&log, nil))
@@ -291,22 +292,4 @@ func TestProxyMaxResponseBytes(t *testing.T) {
 	e := newProxyEnvWith(t, fixedUpstream(t, reply, 64<<10).URL, proxyOptions{proxy: func(c *gqlproxy.Config) { c.MaxResponseBytes = 4 << 20 }})
 	r := e.post(t, `{ products(first: 100) { nodes { id title } } }`, nil, nil)
 	must(t, r.Status == 200 && len(r.Body) > len(reply), "%d %.300s", r.Status, r.Body)
-}
-
-// syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/costgate/costgate/internal/syncbuf"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/redisstore"
 	"github.com/costgate/costgate/limiter/redistest"
@@ -919,7 +920,7 @@ func slotZeroOwnedBy(nodes []*redistest.Server, addr string) bool {
 func TestOutageLogsOncePerSecond(t *testing.T) {
 	srv := redistest.StartServer(t)
 	store := open(t, redisstore.ClientOptions{URL: "redis://" + srv.Addr()}, newPrefix(t))
-	var buf lockedBuffer
+	var buf syncbuf.Buffer
 	lim, err := limiter.New(store, limiter.WithTimeout(storeTimeout), limiter.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -939,7 +940,7 @@ func TestOutageLogsOncePerSecond(t *testing.T) {
 		time.Sleep(time.Second / rate)
 	}
 	elapsed := time.Since(start) // past span when the machine is busy
-	lines := buf.lines()
+	lines := buf.Lines()
 	suppressed := 0
 	for _, line := range lines {
 		i := strings.Index(line, "suppressed=")
@@ -957,23 +958,6 @@ func TestOutageLogsOncePerSecond(t *testing.T) {
 	if suppressed+len(lines) > checks || suppressed < checks/2 {
 		t.Errorf("%d lines reporting %d suppressed, for %d failed checks", len(lines), suppressed, checks)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
 }
 
 // Open finds the master through Sentinel; checks and health work.
