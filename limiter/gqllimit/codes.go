@@ -24,6 +24,9 @@ const (
 	CodeIntrospectionDisabled   = "INTROSPECTION_DISABLED"
 	CodeIdentityUnavailable     = "IDENTITY_UNAVAILABLE"
 	CodeInternal                = "INTERNAL"
+	// A websocket upgrade: subscriptions are not limited yet, so they are
+	// refused rather than served unlimited.
+	CodeSubscriptionsNotSupported = "SUBSCRIPTIONS_NOT_SUPPORTED"
 
 	// Automatic Persisted Queries, with the messages Apollo's clients look for.
 	CodePersistedQueryNotFound     = "PERSISTED_QUERY_NOT_FOUND"     // 200: send the query with its hash

@@ -105,7 +105,7 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 	switch r.Method {
 	case http.MethodGet:
 		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-			return nil, r, nil, reject(http.StatusBadRequest, CodeBadRequest, "subscriptions over websockets are not served here")
+			return nil, r, nil, reject(http.StatusBadRequest, CodeSubscriptionsNotSupported, "subscriptions over websockets are not served here")
 		}
 		if rerr := readQuery(r.URL.Query(), &p); rerr != nil {
 			return nil, r, nil, rerr
