@@ -173,6 +173,7 @@ type pageData struct {
 	DefaultQuery         string
 	Headers              map[string]string // nil: none
 	Nonce                string
+	CostPanelJS          template.JS
 	// Asset URLs, relative to the page's own URL.
 	JsUrl, CssUrl, ReactUrl, ReactDOMUrl template.URL
 	JsSRI, CssSRI, ReactSRI, ReactDOMSRI string
@@ -194,6 +195,7 @@ func Handler(title, endpoint string, opts ...Option) http.Handler {
 		},
 		csp: contentSecurityPolicy(endpoint),
 	}
+	h.data.CostPanelJS = template.JS(costPanelJS)
 	for _, opt := range opts {
 		opt(&h.data)
 	}
