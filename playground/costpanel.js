@@ -121,7 +121,7 @@ function costgateCostPanel(GraphiQL, React, url, fetcherHeaders) {
   }
 
   const muted = { color: 'hsla(var(--color-neutral), var(--alpha-secondary))' };
-  const cell = { padding: '2px 8px 2px 0', textAlign: 'right', fontVariantNumeric: 'tabular-nums' };
+  const cell = { padding: '2px 0 2px 12px', textAlign: 'right', fontVariantNumeric: 'tabular-nums' };
 
   function number(n) { return typeof n === 'number' ? n.toLocaleString('en-US') : '–'; }
 
@@ -131,7 +131,7 @@ function costgateCostPanel(GraphiQL, React, url, fetcherHeaders) {
     return h('div', { 'data-costgate': name },
       h('span', { 'data-costgate': name + '-available' }, number(t.currentlyAvailable)), ' of ',
       h('span', { 'data-costgate': name + '-maximum' }, number(t.maximumAvailable)),
-      h('span', { style: muted }, ' available, restoring ' + t.restoreRate + '/s'));
+      h('span', { style: muted }, ' available' + (t.restoreRate > 0 ? ', restoring ' + t.restoreRate + '/s' : '')));
   }
 
   function problem(r) {
@@ -154,7 +154,7 @@ function costgateCostPanel(GraphiQL, React, url, fetcherHeaders) {
         h('th', { style: Object.assign({}, cell, { fontWeight: 'normal' }), title: 'what the field adds to the cost, lists multiplied in' }, 'Total'))),
       h('tbody', null, rows.map(function (f) {
         return h('tr', { key: f.path, 'data-path': f.path },
-          h('td', { style: { padding: '2px 8px 2px 0', fontFamily: 'var(--font-family-mono)', wordBreak: 'break-all' } }, f.path),
+          h('td', { style: { padding: '2px 0', fontFamily: 'var(--font-family-mono)', wordBreak: 'break-all' } }, f.path),
           h('td', { style: cell }, number(f.definedWeight)),
           h('td', { style: cell }, number(f.requestedTotal)));
       })));
