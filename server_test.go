@@ -25,6 +25,7 @@ import (
 
 	"github.com/costgate/costgate/graph"
 	"github.com/costgate/costgate/internal/config"
+	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/redistest"
 	"github.com/costgate/costgate/playground/browsertest"
 )
@@ -378,6 +379,63 @@ func TestPlaygroundInBrowser(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("the result pane lacks %s:\n%s", want, text)
 		}
+	}
+}
+
+// The playground's Cost panel against the demo server: it prices the typed
+// query with a dry run under the page's demo key, charging nothing, and
+// after a run shows the actual cost and the budget left.
+func TestPlaygroundCostPanel(t *testing.T) {
+	base := startServer(t, []string{"-addr", "127.0.0.1:0"}, nil)
+	budget := func() int64 { // the demo-free key's GraphQL bucket, read with a dry run
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/graphql", strings.NewReader(`{"query":"{ products(first: 2) { nodes { title } } }"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-Key", "demo-free")
+		req.Header.Set("Costgate-Dry-Run", "1")
+		_, body := do(t, req)
+		var out struct {
+			Extensions struct{ Cost gqllimit.Cost }
+		}
+		if err := json.Unmarshal([]byte(body), &out); err != nil || out.Extensions.Cost.ThrottleStatus == nil {
+			t.Fatalf("dry run: %v %s", err, body)
+		}
+		return out.Extensions.Cost.ThrottleStatus.CurrentlyAvailable
+	}
+	s, err := browsertest.Open(t.Context(), base+"/", browsertest.Options{})
+	if err != nil {
+		t.Fatalf("browsertest: %v", err)
+	}
+	defer s.Close()
+	defer s.Check(t)
+	if err := s.Click(`.graphiql-sidebar button[aria-label="Show Cost"]`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitIdle(); err != nil {
+		t.Fatal(err)
+	}
+	before := budget()
+	if err := s.TypeQuery(`{ products(first: 2) { nodes { title } } }`); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.WaitText(`[data-costgate="estimate"]`, func(s string) bool { return s == "3" }); err != nil {
+		t.Fatalf("the panel's estimate is %q, want 3: %v", got, err)
+	}
+	if after := budget(); after < before {
+		t.Errorf("typing charged the demo key: %d available before, %d after", before, after)
+	}
+	if err := s.ClickRun(); err != nil {
+		t.Fatal(err)
+	}
+	for sel, want := range map[string]string{`[data-costgate="run-actual"]`: "3", `[data-costgate="run-budget-maximum"]`: "1,000"} {
+		if got, err := s.WaitText(sel, func(s string) bool { return s == want }); err != nil {
+			t.Errorf("%s shows %q, want %s: %v", sel, got, want, err)
+		}
+	}
+	if got, err := s.WaitText(`[data-costgate="run-budget-available"]`, func(s string) bool { return s != "" }); err != nil {
+		t.Errorf("no budget left shown: %v", err)
+	} else {
+		t.Logf("after the run: %s of 1,000 left", got)
 	}
 }
 

@@ -1,11 +1,21 @@
 package playground
 
-import "html/template"
+import (
+	_ "embed"
+	"html/template"
+)
+
+// costPanelJS is the cost panel plugin, inlined in the page's script.
+//
+//go:embed costpanel.js
+var costPanelJS string
 
 // page is gqlgen v0.17.98's GraphiQL page (graphql/playground/playground.go)
 // as its Handler renders it with no options, with the CDN URLs replaced by the
 // embedded copies, a CSP nonce on the inline script, and an empty icon (so
-// that the browser does not ask for /favicon.ico).
+// that the browser does not ask for /favicon.ico); and costgate's cost panel
+// (costpanel.js), a GraphiQL plugin, with the fetcher wrapped so that the
+// panel sees each run's extensions.cost.
 var page = template.Must(template.New("graphiql").Parse(`<!DOCTYPE html>
 <html>
   <head>
@@ -58,6 +68,7 @@ var page = template.Must(template.New("graphiql").Parse(`<!DOCTYPE html>
 	></script>
 
     <script nonce="{{.Nonce}}">
+{{.CostPanelJS}}
       class PrefixedStorage {
         constructor(prefix = '') {
           this.prefix = prefix;
@@ -134,9 +145,10 @@ var page = template.Must(template.New("graphiql").Parse(`<!DOCTYPE html>
       const uiHeaders = undefined;
 {{- end}}
 
-      let plugins = [];
+      const costgate = costgateCostPanel(GraphiQL, React, url, fetcherHeaders);
+      let plugins = [costgate.plugin];
 
-      const fetcher = GraphiQL.createFetcher({ url, subscriptionUrl, headers: fetcherHeaders });
+      const fetcher = costgate.wrapFetcher(GraphiQL.createFetcher({ url, subscriptionUrl, headers: fetcherHeaders }));
       ReactDOM.render(
         React.createElement(GraphiQL, {
           fetcher: fetcher,

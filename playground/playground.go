@@ -9,6 +9,10 @@
 // package's LICENSE is served beside its files. A Content-Security-Policy
 // keeps the page from loading anything from any other origin.
 //
+// The page adds costgate's Cost panel to GraphiQL's sidebar (costpanel.js):
+// it prices the editor's document with a dry run as the user types and shows
+// each run's extensions.cost (see the README's playground paragraph).
+//
 // Mounting: the handler serves the page at whatever path it is mounted on and
 // the assets below "<that path>/assets/", so it must receive both. With chi,
 // for the page at "/":
@@ -173,6 +177,7 @@ type pageData struct {
 	DefaultQuery         string
 	Headers              map[string]string // nil: none
 	Nonce                string
+	CostPanelJS          template.JS
 	// Asset URLs, relative to the page's own URL.
 	JsUrl, CssUrl, ReactUrl, ReactDOMUrl template.URL
 	JsSRI, CssSRI, ReactSRI, ReactDOMSRI string
@@ -194,6 +199,7 @@ func Handler(title, endpoint string, opts ...Option) http.Handler {
 		},
 		csp: contentSecurityPolicy(endpoint),
 	}
+	h.data.CostPanelJS = template.JS(costPanelJS)
 	for _, opt := range opts {
 		opt(&h.data)
 	}

@@ -474,8 +474,11 @@ document.addEventListener('securitypolicyviolation', e =>
   return cm.hasFocus();
 })()`
 	jsEditorValue = `document.querySelector('.graphiql-query-editor .CodeMirror').CodeMirror.getValue()`
-	jsRunButton   = `(() => {
-  const r = document.querySelector('.graphiql-execute-button').getBoundingClientRect();
+	// jsCenterOf is a format: %q takes a CSS selector.
+	jsCenterOf = `(() => {
+  const el = document.querySelector(%q);
+  if (!el) return null;
+  const r = el.getBoundingClientRect();
   return {x: r.x + r.width / 2, y: r.y + r.height / 2};
 })()`
 	jsResultText = `(() => {
@@ -487,6 +490,45 @@ document.addEventListener('securitypolicyviolation', e =>
 )
 
 func (b *browser) runQuery(ctx context.Context, pageURL, query string, opts Options, res *Result) error {
+	if err := b.open(ctx, pageURL); err != nil {
+		return err
+	}
+	if query == "" {
+		return b.waitIdle(ctx)
+	}
+	if err := b.waitEditor(ctx); err != nil {
+		return err
+	}
+	if err := b.typeQuery(ctx, query); err != nil {
+		return err
+	}
+	if err := b.clickRun(ctx); err != nil {
+		return err
+	}
+	if err := b.waitFor(ctx, "the result pane", jsResultText, func(v json.RawMessage) bool {
+		var s string
+		return json.Unmarshal(v, &s) == nil && strings.TrimSpace(s) != ""
+	}); err != nil {
+		return err
+	}
+	if err := b.eval(ctx, jsResultText, &res.Text); err != nil {
+		return err
+	}
+	if err := b.eval(ctx, jsCSPViolations, &res.CSPViolations); err != nil {
+		return err
+	}
+	if opts.Screenshot {
+		png, err := b.screenshot(ctx)
+		if err != nil {
+			return err
+		}
+		res.Screenshot = png
+	}
+	return nil
+}
+
+// open creates a tab, attaches to it and loads pageURL.
+func (b *browser) open(ctx context.Context, pageURL string) error {
 	var target struct {
 		TargetID string `json:"targetId"`
 	}
@@ -518,23 +560,21 @@ func (b *browser) runQuery(ctx context.Context, pageURL, query string, opts Opti
 	if nav.ErrorText != "" {
 		return fmt.Errorf("loading %s: %s", pageURL, nav.ErrorText)
 	}
-	if err := b.waitFor(ctx, pageURL+" to load", jsLoaded, func(v json.RawMessage) bool {
+	return b.waitFor(ctx, pageURL+" to load", jsLoaded, func(v json.RawMessage) bool {
 		return string(v) == "true"
-	}); err != nil {
-		return err
-	}
-	if query == "" {
-		return b.waitIdle(ctx)
-	}
-	if err := b.waitFor(ctx, "GraphiQL's query editor and run button", jsEditorReady, func(v json.RawMessage) bool {
-		return string(v) == "true"
-	}); err != nil {
-		return err
-	}
+	})
+}
 
-	// Type the query: focus the editor, select what is there, insert the
-	// text as the keyboard would (Input.insertText: no key events, so no
-	// auto-closed brackets).
+func (b *browser) waitEditor(ctx context.Context) error {
+	return b.waitFor(ctx, "GraphiQL's query editor and run button", jsEditorReady, func(v json.RawMessage) bool {
+		return string(v) == "true"
+	})
+}
+
+// typeQuery replaces the query editor's text with query: it focuses the
+// editor, selects what is there and inserts the text as the keyboard would
+// (Input.insertText: no key events, so no auto-closed brackets).
+func (b *browser) typeQuery(ctx context.Context, query string) error {
 	var focused bool
 	if err := b.eval(ctx, jsFocusEditor, &focused); err != nil {
 		return err
@@ -549,11 +589,23 @@ func (b *browser) runQuery(ctx context.Context, pageURL, query string, opts Opti
 	if typed != query {
 		return fmt.Errorf("the query editor holds %q after typing %q (focused: %v)", typed, query, focused)
 	}
+	return nil
+}
 
-	// Click the run button.
-	var pt struct{ X, Y float64 }
-	if err := b.eval(ctx, jsRunButton, &pt); err != nil {
+// clickRun clicks GraphiQL's run button with the mouse.
+func (b *browser) clickRun(ctx context.Context) error {
+	return b.click(ctx, ".graphiql-execute-button")
+}
+
+// click clicks the middle of the first element matching the CSS selector
+// with the mouse.
+func (b *browser) click(ctx context.Context, selector string) error {
+	var pt *struct{ X, Y float64 }
+	if err := b.eval(ctx, fmt.Sprintf(jsCenterOf, selector), &pt); err != nil {
 		return err
+	}
+	if pt == nil {
+		return fmt.Errorf("nothing in the page matches %s", selector)
 	}
 	for _, ev := range []map[string]any{
 		{"type": "mouseMoved", "x": pt.X, "y": pt.Y},
@@ -564,33 +616,17 @@ func (b *browser) runQuery(ctx context.Context, pageURL, query string, opts Opti
 			return err
 		}
 	}
-
-	if err := b.waitFor(ctx, "the result pane", jsResultText, func(v json.RawMessage) bool {
-		var s string
-		return json.Unmarshal(v, &s) == nil && strings.TrimSpace(s) != ""
-	}); err != nil {
-		return err
-	}
-	if err := b.eval(ctx, jsResultText, &res.Text); err != nil {
-		return err
-	}
-	if err := b.eval(ctx, jsCSPViolations, &res.CSPViolations); err != nil {
-		return err
-	}
-	if opts.Screenshot {
-		var shot struct {
-			Data string `json:"data"`
-		}
-		if err := b.call(ctx, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
-			return err
-		}
-		png, err := base64.StdEncoding.DecodeString(shot.Data)
-		if err != nil {
-			return err
-		}
-		res.Screenshot = png
-	}
 	return nil
+}
+
+func (b *browser) screenshot(ctx context.Context) ([]byte, error) {
+	var shot struct {
+		Data string `json:"data"`
+	}
+	if err := b.call(ctx, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
+		return nil, err
+	}
+	return base64.StdEncoding.DecodeString(shot.Data)
 }
 
 // waitIdle waits until every request the page made (but websockets) has
