@@ -1,6 +1,6 @@
 //go:build !linux
 
-package nginxtest
+package proctest
 
 import "syscall"
 

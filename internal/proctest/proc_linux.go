@@ -1,4 +1,4 @@
-package nginxtest
+package proctest
 
 import "syscall"
 
