@@ -488,7 +488,7 @@ func (s *RateLimitService) fromGateway(ctx context.Context) (string, bool) {
 	if !ok || p.Addr == nil {
 		return "", false
 	}
-	return p.Addr.String(), isGateway(p.Addr.String(), s.cfg.Gateways)
+	return p.Addr.String(), identity.PeerIn(p.Addr.String(), s.cfg.Gateways)
 }
 
 // memoryWriter captures what httplimit writes for a denial.

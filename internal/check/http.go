@@ -115,7 +115,7 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 // controls is never answered with a 5xx, which Envoy's ext_authz with
 // failure_mode_allow lets through.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !isGateway(r.RemoteAddr, h.cfg.Gateways) {
+	if !identity.PeerIn(r.RemoteAddr, h.cfg.Gateways) {
 		h.refusals.refused("/v1/check", r.RemoteAddr)
 		refuseUntrusted(w, fmt.Sprintf("/v1/check answers only the gateways listed in identity.trusted_proxies: add this gateway's address (%s) to it", peerIP(r.RemoteAddr)))
 		return
@@ -339,21 +339,6 @@ func isToken(s string) bool {
 	return s != "" && !strings.ContainsFunc(s, func(c rune) bool {
 		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c))
 	})
-}
-
-// isGateway reports whether a peer address (host:port) is in gateways.
-func isGateway(remote string, gateways []netip.Prefix) bool {
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
-		return false
-	}
-	a := ap.Addr().WithZone("").Unmap()
-	for _, p := range gateways {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 func truncate(s string) string {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/redisstore"
 )
 
@@ -87,15 +88,6 @@ func (s *Server) LimitConns(ln net.Listener, proto Protocol) net.Listener {
 
 // ConnLimit is the connection cap of the config in effect.
 func (s *Server) ConnLimit() *ConnLimit { return s.conns.Load() }
-
-func (l *ConnLimit) isExempt(addr netip.Addr) bool {
-	for _, p := range l.Exempt {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
-}
 
 // Protocol is what a listener serves, and so how a refused connection is
 // answered.
@@ -174,7 +166,7 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 		}
 		addr := remoteAddr(c)
 		limit := l.limit()
-		if limit.isExempt(addr) {
+		if identity.AddrIn(addr, limit.Exempt) {
 			return c, nil
 		}
 		l.mu.Lock()

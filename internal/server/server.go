@@ -366,19 +366,7 @@ func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
 // a trusted proxy.
 func seesStoreDetails(remoteAddr string, trusted []netip.Prefix) bool {
 	ap, err := netip.ParseAddrPort(remoteAddr)
-	if err != nil {
-		return false
-	}
-	addr := ap.Addr().Unmap()
-	if addr.IsLoopback() {
-		return true
-	}
-	for _, p := range trusted {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
+	return err == nil && ap.Addr().Unmap().IsLoopback() || identity.PeerIn(remoteAddr, trusted)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
