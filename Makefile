@@ -6,53 +6,25 @@ GO ?= go
 test: deps
 	$(GO) test -race -count=1 ./...
 
-# The tests start real redis-server, nginx and caddy processes (never a fake); they
-# come from Debian's packages.
+# The programs the tests run (never a fake), each with the Debian package
+# it comes in: redis-server; chromium for the playground's browser tests;
+# nginx and caddy in front of a service, costgate as their auth_request and
+# forward_auth; promtool for deploy's alert rules. What is missing is
+# installed with apt-get as root, else the install command is printed.
+TEST_PROGRAMS = redis-server:redis-server chromium:chromium nginx:nginx caddy:caddy promtool:prometheus
+
 deps:
-	@if ! command -v redis-server >/dev/null 2>&1; then \
+	@missing=""; \
+	for pp in $(TEST_PROGRAMS); do \
+		prog=$${pp%%:*}; pkg=$${pp#*:}; \
+		command -v $$prog >/dev/null 2>&1 || [ -x /usr/sbin/$$prog ] || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing redis-server (apt-get)"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+			echo "installing$$missing (apt-get)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq$$missing >/dev/null; \
 		else \
-			echo "the tests need redis-server: sudo apt-get install -y redis-server" >&2; exit 1; \
-		fi; \
-	fi
-	@# playground's browser test drives Debian's headless chromium.
-	@if ! [ -x /usr/bin/chromium ]; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing chromium (apt-get)"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-		else \
-			echo "the tests need chromium: sudo apt-get install -y chromium" >&2; exit 1; \
-		fi; \
-	fi
-
-	@# the gateway tests run Debian's nginx in front of a service, with costgate as its auth_request.
-	@if ! [ -x /usr/sbin/nginx ] && ! command -v nginx >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing nginx (apt-get)"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; \
-		else \
-			echo "the tests need nginx: sudo apt-get install -y nginx" >&2; exit 1; \
-		fi; \
-	fi
-	@# ... and Debian's caddy in front of a service, costgate as its forward_auth.
-	@if ! [ -x /usr/bin/caddy ] && ! command -v caddy >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing caddy (apt-get)"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq caddy >/dev/null; \
-		else \
-			echo "the tests need caddy: sudo apt-get install -y caddy" >&2; exit 1; \
-		fi; \
-	fi
-
-	@# deploy's tests check the alert rules with promtool, from Debian's prometheus package.
-	@if ! command -v promtool >/dev/null 2>&1; then \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing promtool (apt-get install prometheus)"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
-		else \
-			echo "the tests need promtool: sudo apt-get install -y prometheus" >&2; exit 1; \
+			echo "the tests need$$missing: sudo apt-get install -y$$missing" >&2; exit 1; \
 		fi; \
 	fi
 
