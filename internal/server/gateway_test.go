@@ -102,18 +102,7 @@ func TestReloadSwapsEnvoyMapping(t *testing.T) {
 		return limits + "graphql: {path: \"\"}\ngrpc_listen: \"127.0.0.1:0\"\nenvoy: {domains: {" + domain + ": [{key: remote_address, part: ip, policies: [api]}]}}\n"
 	}
 	srv, base := newServer(t, mapping("edge"))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := srv.GRPCServer()
-	go g.Serve(ln)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := dialGRPC(t, srv)
 	client := rlsv3.NewRateLimitServiceClient(conn)
 	call := func(domain string) rlsv3.RateLimitResponse_Code {
 		t.Helper()
@@ -151,7 +140,7 @@ func TestReloadSwapsEnvoyMapping(t *testing.T) {
 	}
 	// A caller that is no gateway is refused.
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
-	other, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	other, err := grpc.NewClient(conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }))
 	if err != nil {
 		t.Fatal(err)
@@ -162,4 +151,23 @@ func TestReloadSwapsEnvoyMapping(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("from 127.0.0.2: %v, want PermissionDenied", err)
 	}
+}
+
+// dialGRPC serves srv's rate-limit service on a loopback listener and
+// returns a client connection to it; both end with the test.
+func dialGRPC(t *testing.T, srv *Server) *grpc.ClientConn {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := srv.GRPCServer()
+	go g.Serve(ln)
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }

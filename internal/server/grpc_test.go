@@ -2,13 +2,11 @@ package server
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -33,18 +31,7 @@ func TestGRPCServerTakesNonUTF8Values(t *testing.T) {
 grpc_listen: "127.0.0.1:0"
 envoy: {domains: {edge: [{key: remote_address, part: ip, policies: [api], descriptors: [{key: api_key, part: api_key, policies: [api]}]}]}}
 `)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := srv.GRPCServer()
-	go g.Serve(ln)
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := dialGRPC(t, srv)
 	entry := func(k, v string) []byte {
 		var e []byte
 		e = protowire.AppendTag(e, 1, protowire.BytesType)
