@@ -85,6 +85,21 @@ func (r *reviewResolver) Product(ctx context.Context, obj *model.Review) (*model
 	return obj.Product, nil
 }
 
+// Ticker is the resolver for the ticker field.
+func (r *subscriptionResolver) Ticker(ctx context.Context, intervalMs *int, count *int) (<-chan *model.Tick, error) {
+	n := 0
+	if count != nil {
+		n = *count
+	}
+	return tick(ctx, tickInterval(intervalMs), n), nil
+}
+
+// Products is the resolver for the products field.
+func (r *tickResolver) Products(ctx context.Context, obj *model.Tick, first *int) ([]*model.Product, error) {
+	products, _ := r.Shop.Page(pageSize(first, 3), "")
+	return products, nil
+}
+
 // Mutation returns MutationResolver implementation.
 func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
 
@@ -97,9 +112,17 @@ func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 // Review returns ReviewResolver implementation.
 func (r *Resolver) Review() ReviewResolver { return &reviewResolver{r} }
 
+// Subscription returns SubscriptionResolver implementation.
+func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionResolver{r} }
+
+// Tick returns TickResolver implementation.
+func (r *Resolver) Tick() TickResolver { return &tickResolver{r} }
+
 type (
-	mutationResolver struct{ *Resolver }
-	productResolver  struct{ *Resolver }
-	queryResolver    struct{ *Resolver }
-	reviewResolver   struct{ *Resolver }
+	mutationResolver     struct{ *Resolver }
+	productResolver      struct{ *Resolver }
+	queryResolver        struct{ *Resolver }
+	reviewResolver       struct{ *Resolver }
+	subscriptionResolver struct{ *Resolver }
+	tickResolver         struct{ *Resolver }
 )

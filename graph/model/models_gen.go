@@ -71,6 +71,18 @@ type Review struct {
 
 func (Review) IsSearchResult() {}
 
+type Subscription struct {
+}
+
+type Tick struct {
+	// 1 for the first tick, then 2, 3, ...
+	N int `json:"n"`
+	// When it ticked (RFC 3339).
+	At string `json:"at"`
+	// The first products of the shop, for a tick that carries (and costs) more.
+	Products []*Product `json:"products"`
+}
+
 type User struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
