@@ -24,9 +24,11 @@ const (
 	CodeIntrospectionDisabled   = "INTROSPECTION_DISABLED"
 	CodeIdentityUnavailable     = "IDENTITY_UNAVAILABLE"
 	CodeInternal                = "INTERNAL"
-	// A websocket upgrade: subscriptions are not limited yet, so they are
+	// A websocket upgrade in proxy mode: an upstream's subscriptions are
 	// refused rather than served unlimited.
 	CodeSubscriptionsNotSupported = "SUBSCRIPTIONS_NOT_SUPPORTED"
+	// A subscription over Limits.MaxSubscriptions open for its key (429).
+	CodeTooManySubscriptions = "TOO_MANY_SUBSCRIPTIONS"
 
 	// Automatic Persisted Queries, with the messages Apollo's clients look for.
 	CodePersistedQueryNotFound     = "PERSISTED_QUERY_NOT_FOUND"     // 200: send the query with its hash

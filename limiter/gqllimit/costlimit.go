@@ -28,8 +28,9 @@ var (
 // middleware, that refuses operations that cost more than maxCost with
 // MAX_COST_EXCEEDED (extensions cost and maxCost), and operations it cannot
 // price (a list without its slicing argument) with their code; nothing of
-// them runs. gqlgen answers these as it answers any extension's refusal
-// (HTTP 200 with errors and no data). With a budget, use Handler instead:
+// them runs. gqlgen answers these as it answers its validation errors (HTTP
+// 422 with errors and no data; over a websocket, the protocol's error
+// message). With a budget, use Handler instead:
 // its Limits.MaxCost (default 1000) refuses the same operations with 400.
 // srv.Use panics on a maxCost below 1, as gqlgen's Use does on any
 // extension that does not validate.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/costgate/costgate/complexity"
@@ -23,12 +24,16 @@ func (l *Limiter) Extension() graphql.HandlerExtension { return extension{l} }
 type extension struct{ l *Limiter }
 
 var (
-	_ graphql.HandlerExtension        = extension{}
-	_ graphql.OperationContextMutator = extension{}
-	_ graphql.ResponseInterceptor     = extension{}
+	_ graphql.HandlerExtension          = extension{}
+	_ graphql.OperationContextMutator   = extension{}
+	_ graphql.ResponseInterceptor       = extension{}
+	_ graphql.OperationParameterMutator = extension{}
+	_ graphql.OperationInterceptor      = extension{}
 )
 
-func (extension) ExtensionName() string { return "CostgateLimit" }
+const extensionName = "CostgateLimit"
+
+func (extension) ExtensionName() string { return extensionName }
 
 // Validate builds the pricing schema from gqlgen's, unless one was given.
 func (e extension) Validate(schema graphql.ExecutableSchema) error {
@@ -46,6 +51,28 @@ func (e extension) Validate(schema graphql.ExecutableSchema) error {
 	return nil
 }
 
+// MutateOperationParameters reads an operation a websocket connection
+// started before gqlgen parses and validates it, as the middleware reads an
+// HTTP request: the token limit, depth, aliases and fields.
+func (e extension) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
+	c := connectionFrom(ctx)
+	if c == nil || !graphql.HasOperationContext(ctx) {
+		return nil
+	}
+	st, rerr := e.l.readStreamed(c, p)
+	if st != nil {
+		graphql.GetOperationContext(ctx).Stats.SetExtension(extensionName, st)
+	}
+	if rerr == nil {
+		return nil
+	}
+	e.l.rejected(ctx, st, rerr)
+	if st != nil {
+		e.l.streamDone(st)
+	}
+	return rerr.gqlError()
+}
+
 func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.OperationContext) *gqlerror.Error {
 	st := stateFrom(ctx)
 	if st == nil {
@@ -58,9 +85,13 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 		e.l.cfg.Logger.Error("costgate: gqlgen is about to run another operation than the one costgate read (an OperationParameterMutator changed it); nothing runs")
 		rerr := reject(http.StatusBadRequest, CodeBadRequest, "the operation run differs from the one read")
 		e.l.rejected(ctx, st, rerr)
+		e.l.operationDone(st)
 		return rerr.gqlError()
 	}
 	rerr := e.l.admit(ctx, st, rc.Operation, rc.Variables)
+	if rerr != nil && rerr != ErrDryRun && st.conn != nil {
+		e.l.streamDone(st) // refused: nothing runs
+	}
 	switch {
 	case rerr == nil:
 		return nil
@@ -70,6 +101,26 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 		return nil
 	}
 	return rerr.gqlError()
+}
+
+// InterceptOperation frees a subscription's slot when it ends: when its
+// stream does, or when its context is done (stopped by the client, its
+// connection closed) if the transport stops reading first.
+func (e extension) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	responses := next(ctx)
+	st := stateFrom(ctx)
+	if st == nil || st.slot == nil && st.conn == nil {
+		return responses
+	}
+	stop := context.AfterFunc(ctx, func() { e.l.operationDone(st) })
+	return func(ctx context.Context) *graphql.Response {
+		resp := responses(ctx)
+		if resp == nil {
+			stop()
+			e.l.operationDone(st) // before the transport says complete
+		}
+		return resp
+	}
 }
 
 func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
@@ -83,7 +134,9 @@ func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseH
 		resp.Errors, resp.Data = nil, json.RawMessage("null")
 	case st.stats.DryRun: // rateLimit(dryRun: true) alone ran
 	case st.admitted:
-		if rc := graphql.GetOperationContext(ctx); rc != nil && rc.Operation != nil {
+		// A subscription was charged its price when it started: its events
+		// are not priced, and nothing is refunded.
+		if rc := graphql.GetOperationContext(ctx); rc != nil && rc.Operation != nil && rc.Operation.Operation != ast.Subscription {
 			e.l.finish(ctx, st, rc.Operation, rc.Variables, resp.Data)
 		}
 	case !st.rejected:
@@ -102,6 +155,9 @@ func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseH
 			status = http.StatusOK
 		}
 		e.l.rejected(ctx, st, &Error{Status: status, Code: code})
+		if st.conn != nil {
+			e.l.streamDone(st)
+		}
 	}
 	if len(resp.Data) == 0 {
 		resp.Data = json.RawMessage("null")

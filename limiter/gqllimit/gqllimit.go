@@ -41,6 +41,9 @@ const (
 	DefaultMaxFields    = 1000
 	DefaultMaxTokens    = 15000
 	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxSubscriptions is the number of subscriptions one key may
+	// have open at once.
+	DefaultMaxSubscriptions = 10
 )
 
 // Config configures a Limiter. Limiter, Policy and Identity are required;
@@ -112,6 +115,10 @@ type Limits struct {
 	MaxFields    int   // default 1000: fields selected, fragments expanded
 	MaxTokens    int   // default 15000: the parser's token limit
 	MaxBodyBytes int64 // default 1 MiB
+	// MaxSubscriptions bounds the subscriptions (websocket or SSE) one key
+	// has open at once, in this process (default 10); over it a subscription
+	// is refused with TOO_MANY_SUBSCRIPTIONS, nothing charged.
+	MaxSubscriptions int
 	// NoRefund keeps what was charged even when the operation returned less
 	// than it asked for (by default requested − actual is refunded).
 	NoRefund bool
@@ -139,6 +146,7 @@ func (c *Limits) Validate() error {
 	}{
 		{"MaxCost", c.MaxCost}, {"MaxDepth", int64(c.MaxDepth)}, {"MaxAliases", int64(c.MaxAliases)},
 		{"MaxFields", int64(c.MaxFields)}, {"MaxTokens", int64(c.MaxTokens)}, {"MaxBodyBytes", c.MaxBodyBytes},
+		{"MaxSubscriptions", int64(c.MaxSubscriptions)},
 	} {
 		if f.value < 0 {
 			fail(f.name, "must not be negative, got %d (0 takes the default)", f.value)
@@ -201,8 +209,9 @@ type Limiter struct {
 	mu        sync.RWMutex
 	schema    *complexity.Schema
 	docs      *lru[docKey, *document] // nil: no document cache
-	installed atomic.Bool             // the extension was added to a gqlgen server
-	executor  atomic.Bool             // a handler of costgate's own (gqlproxy) admits operations
+	subs      openSubscriptions
+	installed atomic.Bool // the extension was added to a gqlgen server
+	executor  atomic.Bool // a handler of costgate's own (gqlproxy) admits operations
 }
 
 // New checks cfg and returns a Limiter.
@@ -225,6 +234,7 @@ func New(cfg Config) (*Limiter, error) {
 	def(&cfg.MaxAliases, DefaultMaxAliases)
 	def(&cfg.MaxFields, DefaultMaxFields)
 	def(&cfg.MaxTokens, DefaultMaxTokens)
+	def(&cfg.MaxSubscriptions, DefaultMaxSubscriptions)
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -283,6 +293,9 @@ type state struct {
 	policy     *limiter.Policy  // the caller's bucket: Config.Policy scaled by plan
 	key        string           // and its store key, resolved once per request
 	register   string           // the persisted-query hash to register the query under once it was charged
+	slot       *slot            // an open subscription's place among its key's
+	conn       *connection      // the websocket connection that started the operation; nil over HTTP
+	doneOnce   sync.Once        // a websocket connection's operation ends once
 }
 
 // bucket returns the caller's policy and store key, resolving them (plan
@@ -301,8 +314,17 @@ func withState(ctx context.Context, st *state) context.Context {
 	return context.WithValue(ctx, stateKey{}, st)
 }
 
+// stateFrom returns the state of the operation ctx belongs to: the
+// middleware's, or that of an operation a websocket connection started,
+// kept in gqlgen's operation context.
 func stateFrom(ctx context.Context) *state {
-	st, _ := ctx.Value(stateKey{}).(*state)
+	if st, ok := ctx.Value(stateKey{}).(*state); ok {
+		return st
+	}
+	if connectionFrom(ctx) == nil || !graphql.HasOperationContext(ctx) {
+		return nil
+	}
+	st, _ := graphql.GetOperationContext(ctx).Stats.GetExtension(extensionName).(*state)
 	return st
 }
 
@@ -332,9 +354,12 @@ func (l *Limiter) admit(ctx context.Context, st *state, op *ast.OperationDefinit
 	switch {
 	case rerr == nil:
 		st.admitted = true
+		return nil
 	case rerr != ErrDryRun:
 		l.rejected(ctx, st, rerr)
 	}
+	st.slot.release() // refused after its slot was taken (throttled, say)
+	st.slot = nil
 	return rerr
 }
 
@@ -382,6 +407,9 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 			return e
 		}
 		l.wouldReject(st, e)
+	}
+	if e := l.openSlot(st, op, key); e != nil {
+		return e
 	}
 	if measure {
 		shadow := *p

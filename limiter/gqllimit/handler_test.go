@@ -96,7 +96,7 @@ func TestFixedCostLimit(t *testing.T) {
 		t.Fatalf("cheap operation: %d %v, %d operations ran", cheap.status, cheap.Errors, resolved.Load())
 	}
 	over := serve(t, srv, postFrom("192.0.2.1:1", map[string]any{"query": expensive}))
-	if over.status != http.StatusOK || over.code() != gqllimit.CodeMaxCostExceeded || over.Errors[0].Extensions["cost"] != 61.0 || over.Errors[0].Extensions["maxCost"] != 50.0 {
+	if over.status != http.StatusUnprocessableEntity || over.code() != gqllimit.CodeMaxCostExceeded || over.Errors[0].Extensions["cost"] != 61.0 || over.Errors[0].Extensions["maxCost"] != 50.0 {
 		t.Fatalf("over-cost operation: %d %+v, want MAX_COST_EXCEEDED with cost 61 and maxCost 50", over.status, over.Errors)
 	}
 	if resolved.Load() != 1 || string(over.Data) != "" && string(over.Data) != "null" {

@@ -85,6 +85,9 @@ type envOpts struct {
 	policy *limiter.Policy
 	client *redis.Client         // default: the package's server
 	server func(*handler.Server) // called before the limiter wraps the server
+	// streams serves subscriptions too: SSE and websockets (both
+	// protocols), installed as a gqlgen server installs them.
+	streams bool
 }
 
 // graphqlPolicy holds 1000 at once, like the demo's, but refills a token
@@ -141,6 +144,10 @@ func newEnv(t testing.TB, o envOpts) *env {
 		t.Fatal(err)
 	}
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop(), RateLimitInfo: graph.CostgateRateLimit}}))
+	if o.streams {
+		srv.AddTransport(transport.SSE{})
+		srv.AddTransport(transport.Websocket{})
+	}
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	srv.SetQueryCache(gqllimit.NewQueryCache(100, 0))

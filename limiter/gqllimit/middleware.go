@@ -57,6 +57,10 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 			l.fail(w, r, nil, reject(http.StatusInternalServerError, CodeInternal, "the GraphQL cost limit is not installed"))
 			return
 		}
+		if isUpgrade(r) && !l.executor.Load() {
+			l.upgrade(w, r, next)
+			return
+		}
 		st, r, body, rerr := l.prepare(w, r)
 		if rerr != nil {
 			l.fail(w, r, st, rerr)
@@ -72,6 +76,7 @@ func (l *Limiter) Middleware(next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, st: st, l: l}
 		next.ServeHTTP(sw, r.WithContext(withState(r.Context(), st)))
 		sw.flush()
+		st.slot.release() // an SSE subscription ends with its request
 		if st.admitted {
 			l.register(r.Context(), st.register, st.op.Query)
 		}
@@ -105,7 +110,8 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 	switch r.Method {
 	case http.MethodGet:
 		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-			return nil, r, nil, reject(http.StatusBadRequest, CodeSubscriptionsNotSupported, "subscriptions over websockets are not served here")
+			// Proxy mode: an upstream's subscriptions are not served.
+			return nil, r, nil, reject(http.StatusBadRequest, CodeSubscriptionsNotSupported, "subscriptions over websockets are not served by the proxy")
 		}
 		if rerr := readQuery(r.URL.Query(), &p); rerr != nil {
 			return nil, r, nil, rerr
@@ -158,8 +164,7 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 	if err != nil {
 		l.cfg.Logger.Warn("costgate: API key lookup failed", "err", err)
 		l.prePrice(st, doc, p) // who pays is not known: there is no bucket to read
-		return st, r, nil, &Error{Status: http.StatusServiceUnavailable, Code: CodeIdentityUnavailable,
-			Message: "the API key could not be checked; retry shortly", Extensions: map[string]any{"retryAfterSec": header.UnavailableRetryAfter}}
+		return st, r, nil, identityUnavailable()
 	}
 	st.id = id
 	if id.UnknownKey {
@@ -182,6 +187,12 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		l.wouldReject(st, e)
 	}
 	return st, r, body, nil
+}
+
+// identityUnavailable is the answer when the API key could not be looked up.
+func identityUnavailable() *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: CodeIdentityUnavailable,
+		Message: "the API key could not be checked; retry shortly", Extensions: map[string]any{"retryAfterSec": header.UnavailableRetryAfter}}
 }
 
 // shape checks the depth, aliases and fields of an operation against the limits.
@@ -281,6 +292,12 @@ func (w *statusWriter) flush() {
 	if w.code != 0 {
 		w.writeHeader()
 	}
+}
+
+// Flush writes the status and flushes: gqlgen's SSE transport streams.
+func (w *statusWriter) Flush() {
+	w.writeHeader()
+	http.NewResponseController(w.ResponseWriter).Flush()
 }
 
 // Unwrap lets http.ResponseController reach the connection.

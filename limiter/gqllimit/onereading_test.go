@@ -447,17 +447,3 @@ func TestOptionsAndOtherMethods(t *testing.T) {
 		t.Errorf("ran %d operations, charged %d", len(ops), before-e.available(t))
 	}
 }
-
-// A websocket upgrade is refused 400 SUBSCRIPTIONS_NOT_SUPPORTED: nothing
-// read over the socket would pass the middleware, so nothing is served
-// unlimited that way.
-func TestWebsocketUpgradeRefused(t *testing.T) {
-	e, ran, _ := newRecordingEnv(t)
-	r := e.raw(t, "GET", "/graphql", nil, map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"})
-	if r.Status != http.StatusBadRequest || r.Code() != gqllimit.CodeSubscriptionsNotSupported {
-		t.Errorf("got %d %s, want 400 %s", r.Status, r.Body, gqllimit.CodeSubscriptionsNotSupported)
-	}
-	if ops := ran.take(); len(ops) > 0 {
-		t.Errorf("ran %d operations", len(ops))
-	}
-}

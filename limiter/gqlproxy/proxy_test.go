@@ -297,3 +297,13 @@ func TestProxyRefusesMutationsOverGET(t *testing.T) {
 	r = e.raw(t, "GET", "/graphql?query="+url.QueryEscape(`{ products(first: 1) { nodes { id } } }`), nil, nil)
 	must(t, r.Status == http.StatusOK, "GET query: %d %s", r.Status, r.Body)
 }
+
+// The proxy refuses a websocket upgrade with 400 SUBSCRIPTIONS_NOT_SUPPORTED:
+// an upstream's subscriptions are not served, so none is served unlimited.
+func TestProxyRefusesWebsocketUpgrade(t *testing.T) {
+	up := startUpstream(t)
+	e := newProxyEnv(t, up.URL)
+	r := e.raw(t, "GET", "/graphql", nil, map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"})
+	must(t, r.Status == http.StatusBadRequest && r.Code() == gqllimit.CodeSubscriptionsNotSupported && up.calls.Load() == 0,
+		"got %d %s, upstream calls %d; want 400 %s", r.Status, r.Body, up.calls.Load(), gqllimit.CodeSubscriptionsNotSupported)
+}
