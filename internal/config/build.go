@@ -103,15 +103,16 @@ func (c *Config) HTTPRoutes(policies map[string]*limiter.Policy) []httplimit.Rou
 func (c *Config) graphqlLimits() gqllimit.Limits {
 	g := c.GraphQL
 	return gqllimit.Limits{
-		Mode:            gqllimit.Mode(g.Mode),
-		MaxCost:         g.MaxCost,
-		MaxDepth:        g.MaxDepth,
-		MaxAliases:      g.MaxAliases,
-		MaxFields:       g.MaxFields,
-		MaxTokens:       g.MaxTokens,
-		MaxBodyBytes:    g.MaxBodyBytes,
-		NoRefund:        !g.Refund,
-		NoIntrospection: !g.Introspection,
+		Mode:             gqllimit.Mode(g.Mode),
+		MaxCost:          g.MaxCost,
+		MaxDepth:         g.MaxDepth,
+		MaxAliases:       g.MaxAliases,
+		MaxFields:        g.MaxFields,
+		MaxTokens:        g.MaxTokens,
+		MaxBodyBytes:     g.MaxBodyBytes,
+		MaxSubscriptions: g.MaxSubscriptions,
+		NoRefund:         !g.Refund,
+		NoIntrospection:  !g.Introspection,
 	}
 }
 

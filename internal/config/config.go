@@ -79,6 +79,7 @@ graphql:
   # upstream_timeout: 20s  # proxy mode: below the 30 s write deadline, so a client gets 504, never an empty reply
   # forward_api_key: true
   # max_response_bytes: 0  # 0: replies are streamed, memory bounded either way
+  # max_subscriptions: 10  # open subscriptions per key (embedded), in each process
   # costs: {}             # schema coordinate -> cost settings over the schema's directives, or a file path
   # schema_refresh: 5m     # with schema: introspect; 0: at start only
   # introspection_headers: {}  # sent with the introspection query (never a client's headers)
@@ -248,8 +249,11 @@ type GraphQLConfig struct {
 	MaxFields         int    `yaml:"max_fields"`
 	MaxTokens         int    `yaml:"max_tokens"`
 	MaxBodyBytes      int64  `yaml:"max_body_bytes"`
-	Refund            bool   `yaml:"refund"`
-	InputObjectCost   int64  `yaml:"input_object_cost"`
+	// MaxSubscriptions bounds the subscriptions one key has open at once,
+	// embedded (default 10), counted in each process.
+	MaxSubscriptions int   `yaml:"max_subscriptions"`
+	Refund           bool  `yaml:"refund"`
+	InputObjectCost  int64 `yaml:"input_object_cost"`
 	// Metrics bounds the per-operation metrics.
 	Metrics GraphQLMetricsConfig `yaml:"metrics"`
 	// PersistedQueries serves Automatic Persisted Queries (Apollo's
@@ -498,6 +502,7 @@ func defaults() *Config {
 			MaxFields:         gqllimit.DefaultMaxFields,
 			MaxTokens:         gqllimit.DefaultMaxTokens,
 			MaxBodyBytes:      gqllimit.DefaultMaxBodyBytes,
+			MaxSubscriptions:  gqllimit.DefaultMaxSubscriptions,
 			Refund:            true,
 			PersistedQueries:  true,
 			UpstreamTimeout:   gqlproxy.DefaultTimeout,

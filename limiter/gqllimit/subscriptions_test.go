@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 
@@ -291,6 +293,29 @@ func TestTooManySubscriptions(t *testing.T) {
 				b.started(id)
 			}
 		})
+	}
+}
+
+// Handler serves the subscriptions of the server `gqlgen init` generates,
+// once the websocket transport is added to it as gqlgen's documentation
+// adds it: charged when they start, as the event's extensions.cost says.
+func TestHandlerServesSubscriptions(t *testing.T) {
+	var ran atomic.Int64
+	srv := initServer(&ran)
+	srv.AddTransport(transport.Websocket{KeepAlivePingInterval: 10 * time.Second})
+	hs := httptest.NewServer(gqllimit.Handler(srv, gqllimit.Budget(50, time.Second, 1000)))
+	t.Cleanup(hs.Close)
+	c := dialWS(t, hs.URL, transportWS, "")
+	c.subscribe("1", threeTicks)
+	m := c.await("1")
+	var res struct {
+		Extensions struct {
+			Cost *gqllimit.Cost `json:"cost"`
+		} `json:"extensions"`
+	}
+	if m.Type != "next" || tick(t, m.Payload) != 1 || json.Unmarshal(m.Payload, &res) != nil || res.Extensions.Cost == nil ||
+		res.Extensions.Cost.ThrottleStatus == nil || res.Extensions.Cost.ThrottleStatus.CurrentlyAvailable != 997 {
+		t.Errorf("got %s %s, want the first tick with 997 of 1000 left", m.Type, m.Payload)
 	}
 }
 
