@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
@@ -59,11 +60,17 @@ type Server struct {
 	// in effect (nil unless graphql.schema: introspect); build leaves the
 	// new config's in nextSchemas until it takes effect.
 	schemas, nextSchemas *schemaSource
+	// streams ends when the server stops serving: its websocket
+	// connections and SSE streams end with it, so that shutdown does not
+	// wait on them (and their subscriptions free their slots).
+	streams    context.Context
+	endStreams context.CancelFunc
 }
 
 // New builds the server for cfg.
 func New(cfg *config.Config, logger *slog.Logger) (*Server, error) {
 	s := &Server{logger: logger, metrics: newMetrics()}
+	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.metrics.operations = newOperationMetrics(s.metrics.registry)
 	s.metrics.registry.MustRegister(newStoreStateCollector(s))
 	st, err := newState(cfg, s.metrics, logger)
@@ -90,7 +97,19 @@ func New(cfg *config.Config, logger *slog.Logger) (*Server, error) {
 
 // ServeHTTP serves with the handler of the config in effect.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isStream(r) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(s.streams, cancel)()
+		r = r.WithContext(ctx)
+	}
 	(*s.handler.Load()).ServeHTTP(w, r)
+}
+
+// isStream reports a request that may stay open for as long as its client
+// likes: a websocket upgrade, or an SSE subscription.
+func isStream(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
 // StoreName is "memory" or "redis".
@@ -154,11 +173,18 @@ func (s *Server) logRestartKeys(cfg *config.Config) {
 	}
 }
 
-// SetServing marks the server as stopping (readiness then fails).
-func (s *Server) SetServing(ok bool) { s.serving.Store(ok) }
+// SetServing(false) marks the server as stopping: readiness fails, and open
+// websocket connections and SSE streams end.
+func (s *Server) SetServing(ok bool) {
+	s.serving.Store(ok)
+	if !ok {
+		s.endStreams()
+	}
+}
 
 // Close releases the store.
 func (s *Server) Close() {
+	s.endStreams()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.schemas != nil {
@@ -325,6 +351,8 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 		return nil, err
 	}
 	srv := handler.New(exec)
+	srv.AddTransport(transport.SSE{}) // before POST, which would take its requests
+	srv.AddTransport(transport.Websocket{KeepAlivePingInterval: 10 * time.Second})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	// Parsed and validated documents, bounded by their estimated memory.
