@@ -43,6 +43,12 @@ func gqlgenBudget(srv *handler.Server) {
 	http.Handle("/query", gqllimit.Handler(srv, gqllimit.Budget(50, time.Second, 1000))) // 1000 at once, 50 a second
 }
 
+func gqlgenSubscriptions(srv *handler.Server) {
+	srv.AddTransport(transport.SSE{}) // before POST, which would take its requests
+	srv.AddTransport(transport.Websocket{KeepAlivePingInterval: 10 * time.Second})
+	http.Handle("/query", gqllimit.Handler(srv, gqllimit.Budget(50, time.Second, 1000)))
+}
+
 func gqlgenFull(store limiter.Store, cfg generated.Config) {
 	lim, err := limiter.New(store) // memstore.New(nil), or redisstore.New(client, nil) shared by every gateway
 	if err != nil {

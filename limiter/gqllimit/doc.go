@@ -65,6 +65,16 @@
 // Costgate-Cost-Debug adds the per-field breakdown. Resolvers read the
 // operation's cost with [GetStats].
 //
+// # Subscriptions
+//
+// Over websockets (graphql-transport-ws, graphql-ws) and SSE, a
+// subscription is priced like a query of its selection and charged when it
+// starts; its events are not charged. A refusal reaches the client in the
+// protocol's error message. [Limits].MaxSubscriptions bounds the
+// subscriptions one key has open at once, in each process
+// (TOO_MANY_SUBSCRIPTIONS); a slot is freed when the subscription ends or
+// its connection closes.
+//
 // # Repeated operations
 //
 // The middleware keeps documents parsed and measured, keyed by their text

@@ -43,7 +43,10 @@ func isJSON(contentType string) bool {
 // aliases and fields of the document (gqlparser's overlapping-fields
 // validation is quadratic; these checks are linear). It answers those
 // rejections itself, with nothing charged and nothing executed, and applies
-// the HTTP status and rate-limit headers the extension decides.
+// the HTTP status and rate-limit headers the extension decides. A websocket
+// upgrade goes to gqlgen's transport once its caller is resolved: the
+// extension limits each operation the connection starts (proxy mode
+// refuses it).
 //
 // The handler must run the operation through the limiter: gqlgen's server
 // with [Limiter.Extension] installed (or use [Limiter.Handler], which does
