@@ -68,7 +68,7 @@ func (e extension) MutateOperationParameters(ctx context.Context, p *graphql.Raw
 	}
 	e.l.rejected(ctx, st, rerr)
 	if st != nil {
-		e.l.streamDone(st)
+		e.l.ended(st)
 	}
 	return rerr.gqlError()
 }
@@ -85,12 +85,12 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 		e.l.cfg.Logger.Error("costgate: gqlgen is about to run another operation than the one costgate read (an OperationParameterMutator changed it); nothing runs")
 		rerr := reject(http.StatusBadRequest, CodeBadRequest, "the operation run differs from the one read")
 		e.l.rejected(ctx, st, rerr)
-		e.l.operationDone(st)
+		e.l.ended(st)
 		return rerr.gqlError()
 	}
 	rerr := e.l.admit(ctx, st, rc.Operation, rc.Variables)
-	if rerr != nil && rerr != ErrDryRun && st.conn != nil {
-		e.l.streamDone(st) // refused: nothing runs
+	if rerr != nil && rerr != ErrDryRun {
+		e.l.ended(st) // refused: nothing runs
 	}
 	switch {
 	case rerr == nil:
@@ -117,7 +117,7 @@ func (e extension) InterceptOperation(ctx context.Context, next graphql.Operatio
 		resp := responses(ctx)
 		if resp == nil {
 			stop()
-			e.l.operationDone(st) // before the transport says complete
+			e.l.ended(st) // before the transport says complete
 		}
 		return resp
 	}
@@ -155,9 +155,7 @@ func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseH
 			status = http.StatusOK
 		}
 		e.l.rejected(ctx, st, &Error{Status: status, Code: code})
-		if st.conn != nil {
-			e.l.streamDone(st)
-		}
+		e.l.ended(st)
 	}
 	if len(resp.Data) == 0 {
 		resp.Data = json.RawMessage("null")

@@ -295,7 +295,7 @@ type state struct {
 	register   string           // the persisted-query hash to register the query under once it was charged
 	slot       *slot            // an open subscription's place among its key's
 	conn       *connection      // the websocket connection that started the operation; nil over HTTP
-	doneOnce   sync.Once        // a websocket connection's operation ends once
+	reported   sync.Once        // an operation of a websocket connection is reported once
 }
 
 // bucket returns the caller's policy and store key, resolving them (plan

@@ -28,8 +28,10 @@ func Budget(limit int64, period time.Duration, burst int64) *limiter.Policy {
 // extension in srv and wraps srv in the middleware, with an in-process
 // store and Automatic Persisted Queries served by costgate (what it prices
 // is the text that runs; gqlgen's own AutomaticPersistedQuery, which
-// `gqlgen init` installs, then never sees a hash and may stay). policy is
-// Budget's, or any token_bucket of your own.
+// `gqlgen init` installs, then never sees a hash and may stay). The
+// subscriptions of srv's websocket and SSE transports keep working, each
+// charged when it starts (see Limits.MaxSubscriptions). policy is Budget's,
+// or any token_bucket of your own.
 //
 //	http.Handle("/query", gqllimit.Handler(srv, gqllimit.Budget(50, time.Second, 1000)))
 //

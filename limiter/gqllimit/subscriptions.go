@@ -50,13 +50,6 @@ func (o *openSubscriptions) acquire(key string, max int, force bool) (s *slot, f
 	return &slot{subs: o, key: key}, full
 }
 
-// count is the number of subscriptions open for key.
-func (o *openSubscriptions) count(key string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.open[key]
-}
-
 // slot is one open subscription; release frees it, once.
 type slot struct {
 	subs *openSubscriptions
@@ -129,7 +122,7 @@ func (c *connection) hold(st *state) bool {
 	return true
 }
 
-// end ends the connection: every operation still open is done.
+// end ends the connection: every operation still open frees its slot.
 func (c *connection) end() {
 	c.mu.Lock()
 	c.ended = true
@@ -137,7 +130,7 @@ func (c *connection) end() {
 	c.open = nil
 	c.mu.Unlock()
 	for st := range open {
-		st.lim.streamDone(st)
+		st.slot.release()
 	}
 }
 
@@ -198,28 +191,26 @@ func (l *Limiter) readStreamed(c *connection, p *graphql.RawParams) (*state, *Er
 	return st, nil
 }
 
-// operationDone ends an operation: its subscription slot is freed, and an
-// operation of a websocket connection is reported (the middleware reports
-// the others).
+// operationDone frees what an operation that ended holds: its subscription
+// slot, its place among its connection's operations. Any goroutine may
+// call it, any number of times.
 func (l *Limiter) operationDone(st *state) {
-	if st.conn == nil {
-		st.slot.release()
-		return
+	st.slot.release()
+	if st.conn != nil {
+		st.conn.mu.Lock()
+		delete(st.conn.open, st)
+		st.conn.mu.Unlock()
 	}
-	l.streamDone(st)
 }
 
-// streamDone ends an operation of a websocket connection, once.
-func (l *Limiter) streamDone(st *state) {
-	st.doneOnce.Do(func() {
-		st.slot.release()
-		if st.conn != nil {
-			st.conn.mu.Lock()
-			delete(st.conn.open, st)
-			st.conn.mu.Unlock()
-		}
-		l.reportOperation(st)
-	})
+// ended is operationDone where nothing writes the operation's state any
+// more (its refusal, the end of its stream): an operation of a websocket
+// connection is then reported, once (the middleware reports the others).
+func (l *Limiter) ended(st *state) {
+	l.operationDone(st)
+	if st.conn != nil {
+		st.reported.Do(func() { l.reportOperation(st) })
+	}
 }
 
 // costgate's refusals are protocol errors to gqlgen, as its validation

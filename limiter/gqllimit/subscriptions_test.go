@@ -371,6 +371,21 @@ func TestOverCostSubscriptionRefused(t *testing.T) {
 	}
 }
 
+// An operation a connection starts meets the checks the middleware makes of
+// an HTTP request, before gqlgen validates it.
+func TestWebsocketOperationsAreChecked(t *testing.T) {
+	e := newEnv(t, envOpts{streams: true, cfg: func(c *gqllimit.Config) { c.MaxDepth = 2 }})
+	c := dialWS(t, serveHTTP(t, e), transportWS, apiKey)
+	before := e.keyAvailable(t)
+	c.subscribe("1", `subscription { ticker { products { reviews { id } } } }`)
+	if code, ext := c.refused("1"); code != gqllimit.CodeMaxDepthExceeded || ext["maxDepth"] != float64(2) {
+		t.Errorf("got %s %v, want %s", code, ext, gqllimit.CodeMaxDepthExceeded)
+	}
+	if got := e.keyAvailable(t); got != before {
+		t.Errorf("charged %d", before-got)
+	}
+}
+
 // An unknown API key is refused at the upgrade, 401, as over HTTP.
 func TestUnknownKeyCannotUpgrade(t *testing.T) {
 	e := newEnv(t, envOpts{streams: true})
