@@ -319,6 +319,20 @@ func TestHandlerServesSubscriptions(t *testing.T) {
 	}
 }
 
+// In measure mode a subscription over the limit runs, counted as the
+// rejection enforcement would have made.
+func TestMeasureModeCountsTooManySubscriptions(t *testing.T) {
+	e := newEnv(t, envOpts{streams: true, cfg: func(c *gqllimit.Config) { c.Mode = gqllimit.Measure; c.MaxSubscriptions = 1 }})
+	c := dialWS(t, serveHTTP(t, e), transportWS, apiKey)
+	c.subscribe("1", held)
+	c.started("1")
+	c.subscribe("2", held)
+	c.started("2")
+	if got := e.rejections.get(gqllimit.CodeTooManySubscriptions); got != 1 {
+		t.Errorf("%d would-be rejections, want 1", got)
+	}
+}
+
 // A throttled key cannot subscribe: THROTTLED, with retryAfterSec, in the
 // protocol's error message, nothing charged.
 func TestThrottledKeyCannotSubscribe(t *testing.T) {
