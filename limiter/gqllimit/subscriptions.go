@@ -217,13 +217,13 @@ func (l *Limiter) ended(st *state) {
 // errors are: its websocket transport sends them as the protocol's error
 // message, not as a result, and its HTTP transports answer them 422 (the
 // middleware sets its own status). gqlgen keys both by error code, in a
-// registry meant to be filled at init.
+// process-wide registry meant to be filled at init: the generic codes
+// (BAD_REQUEST, INTERNAL), which other extensions may use, are left out.
 func init() {
 	for _, code := range []string{
 		CodeThrottled, CodeMaxCostExceeded, CodeCostExceedsCapacity, CodeSlicingArgumentRequired,
 		CodeMaxDepthExceeded, CodeMaxAliasesExceeded, CodeMaxFieldsExceeded, CodeMaxTokensExceeded,
-		CodeBodyTooLarge, CodeBadRequest, CodeLimiterUnavailable, CodeIntrospectionDisabled,
-		CodeInternal, CodeTooManySubscriptions,
+		CodeBodyTooLarge, CodeLimiterUnavailable, CodeIntrospectionDisabled, CodeTooManySubscriptions,
 	} {
 		errcode.RegisterErrorType(code, errcode.KindProtocol)
 	}
