@@ -300,11 +300,9 @@ func (lf *localFirst) apply(e *lfEntry, sn snapshot, r syncReply, now time.Time)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, pushed := range sn.pend {
-		for i := range e.pend {
-			if e.pend[i].window == pushed.window {
-				e.pend[i].units -= pushed.units
-			}
+	for i, pushed := range sn.pend {
+		if e.pend[i].window == pushed.window { // else the slot moved on to a newer window
+			e.pend[i].units -= pushed.units
 		}
 	}
 	// Grants made while the call travelled came from the lease given
