@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/redisstore"
+	"github.com/costgate/costgate/limiter/redistest"
 )
 
 // fakeClock is the one clock of every gateway and of the scripts: the
@@ -31,11 +33,28 @@ func (c *fakeClock) advance(d time.Duration) { c.us.Add(d.Microseconds()) }
 // gateway of its own, syncing only when the test says.
 func newGateways(t *testing.T, client func() redis.UniversalClient, n int, clk *fakeClock) []*redisstore.Store {
 	t.Helper()
+	gws, _ := newGatewaysWith(t, client, n, clk, redisstore.Options{})
+	return gws
+}
+
+// newGatewaysWith is newGateways with options, and a counter of each
+// gateway's round trips to Redis (a pipeline is one).
+func newGatewaysWith(t *testing.T, client func() redis.UniversalClient, n int, clk *fakeClock, o redisstore.Options) ([]*redisstore.Store, []*tripCounter) {
+	t.Helper()
 	prefix := newPrefix(t)
 	gws := make([]*redisstore.Store, n)
+	trips := make([]*tripCounter, n)
 	for i := range gws {
 		c := client()
-		s, err := redisstore.New(c, &redisstore.Options{KeyPrefix: prefix, Clock: clk.now, GatewayID: fmt.Sprintf("gw%d", i)})
+		trips[i] = &tripCounter{}
+		switch c := c.(type) {
+		case *redis.ClusterClient:
+			c.OnNewNode(func(node *redis.Client) { node.AddHook(trips[i]) })
+		case *redis.Client:
+			c.AddHook(trips[i])
+		}
+		o.KeyPrefix, o.Clock, o.GatewayID = prefix, clk.now, fmt.Sprintf("gw%d", i)
+		s, err := redisstore.New(c, &o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +62,20 @@ func newGateways(t *testing.T, client func() redis.UniversalClient, n int, clk *
 		t.Cleanup(func() { s.Close(); c.Close() })
 		gws[i] = s
 	}
-	return gws
+	return gws, trips
+}
+
+// tripCounter counts the round trips of a client: a command, or a pipeline.
+type tripCounter struct{ n atomic.Int64 }
+
+func (h *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+
+func (h *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
 }
 
 // syncLoad is a run of requests on gateways, stepped by the fake clock.
@@ -55,6 +87,9 @@ type syncLoad struct {
 	key     func(step, i int) string
 	// before runs at the start of each step (faults).
 	before func(step int)
+	// lims, when set, check through a Limiter per gateway: a decision
+	// with an error outcome counts as failed.
+	lims []*limiter.Limiter
 }
 
 // result is what a load admitted: the time of each admitted request since
@@ -65,15 +100,20 @@ type result struct {
 	requests      int
 	errs          int
 	firstGrant    time.Time
-	lastSyncRound time.Duration
 }
 
 // run drives l for d. Gateway i syncs at i/N of each interval past its
 // start, so the syncs are staggered as real gateways' are.
 func (l syncLoad) run(t *testing.T, gws []*redisstore.Store, clk *fakeClock, d time.Duration) result {
 	t.Helper()
+	var res result
+	return l.runInto(t, gws, clk, d, &res)
+}
+
+func (l syncLoad) runInto(t *testing.T, gws []*redisstore.Store, clk *fakeClock, d time.Duration, res *result) result {
+	t.Helper()
 	ctx := context.Background()
-	res := result{byGateway: make([]int, len(gws))}
+	res.byGateway = make([]int, len(gws))
 	start := clk.now()
 	interval := l.policy.Sync
 	for s := 0; time.Duration(s)*l.step < d; s++ {
@@ -82,11 +122,21 @@ func (l syncLoad) run(t *testing.T, gws []*redisstore.Store, clk *fakeClock, d t
 		}
 		elapsed := time.Duration(s) * l.step
 		for i, gw := range gws {
-			if (elapsed-time.Duration(i)*interval/time.Duration(len(gws)))%interval == 0 {
+			offset := time.Duration(i) * interval / time.Duration(len(gws)) / l.step * l.step
+			if elapsed >= offset && (elapsed-offset)%interval == 0 {
 				redisstore.FlushSync(gw)
 			}
 			for j := 0; j < l.perStep[i]; j++ {
-				dec, err := gw.Take(ctx, l.policy, l.key(s, i), 1)
+				var dec limiter.Decision
+				var err error
+				if l.lims != nil {
+					dec = l.lims[i].Allow(ctx, l.policy, l.key(s, i), 1)
+					if dec.Err != nil || dec.Outcome != limiter.Allowed && dec.Outcome != limiter.Denied {
+						err = fmt.Errorf("outcome %s: %v", dec.Outcome, dec.Err)
+					}
+				} else {
+					dec, err = gw.Take(ctx, l.policy, l.key(s, i), 1)
+				}
 				res.requests++
 				if err != nil {
 					res.errs++
@@ -103,7 +153,28 @@ func (l syncLoad) run(t *testing.T, gws []*redisstore.Store, clk *fakeClock, d t
 		}
 		clk.advance(l.step)
 	}
-	return res
+	return *res
+}
+
+// assertFewTrips returns a check, to defer, that the gateways' round
+// trips since now were at most 5% of the requests (local-first's point).
+func assertFewTrips(t *testing.T, trips []*tripCounter, requests func() int) func() {
+	t.Helper()
+	before := make([]int64, len(trips))
+	for i, c := range trips {
+		before[i] = c.n.Load()
+	}
+	return func() {
+		t.Helper()
+		var sum int64
+		for i, c := range trips {
+			sum += c.n.Load() - before[i]
+		}
+		t.Logf("%d round trips for %d requests", sum, requests())
+		if float64(sum) > 0.05*float64(requests()) {
+			t.Errorf("%d round trips for %d requests: more than 5%%", sum, requests())
+		}
+	}
 }
 
 // mostInWindow is the most requests admitted inside any window of length w.
@@ -131,8 +202,9 @@ func TestSyncBalancedLoadStaysWithinBound(t *testing.T) {
 		for _, n := range []int{3, 6} {
 			t.Run(fmt.Sprintf("%s/%d gateways", b.name, n), func(t *testing.T) {
 				clk := newFakeClock()
-				gws := newGateways(t, b.client, n, clk)
+				gws, trips := newGatewaysWith(t, b.client, n, clk, redisstore.Options{})
 				p := syncBucket(t, 100, time.Second, 100, 100*time.Millisecond) // r = 100/s, B = 100
+				defer assertFewTrips(t, trips, func() int { return n * 2500 })()
 				per := make([]int, n)
 				for i := range per {
 					per[i] = 1 // 1 request per 2ms per gateway: 500/s each
@@ -166,8 +238,9 @@ func TestSyncSkewedLoadGetsTheWholeLimit(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			clk := newFakeClock()
-			gws := newGateways(t, b.client, 6, clk)
+			gws, trips := newGatewaysWith(t, b.client, 6, clk, redisstore.Options{})
 			p := syncBucket(t, 100, time.Second, 100, 100*time.Millisecond)
+			defer assertFewTrips(t, trips, func() int { return 10000 })()
 			ctx := context.Background()
 			for _, gw := range gws[1:] {
 				if d, err := gw.Take(ctx, p, "k", 1); err != nil || !d.Allowed {
@@ -197,18 +270,19 @@ func TestSyncRoundTripsPerRequest(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			clk := newFakeClock()
-			gws := newGateways(t, b.client, 1, clk)
+			gws, trips := newGatewaysWith(t, b.client, 1, clk, redisstore.Options{})
 			p := syncBucket(t, 20, time.Second, 20, 100*time.Millisecond) // each key gets 30/s: some denied
 			const keys, d = 200, 10 * time.Second
-			l := syncLoad{policy: p, step: time.Millisecond, perStep: []int{6},
-				key: func(step, i int) string { return fmt.Sprintf("key%d", (step*6+i)%keys) }}
-			// 6 requests per step on consecutive keys.
+			// 6 requests per step of 1ms, on the keys in turn.
 			n := 0
-			l.key = func(int, int) string { n++; return fmt.Sprintf("key%d", n%keys) }
+			l := syncLoad{policy: p, step: time.Millisecond, perStep: []int{6},
+				key: func(int, int) string { n++; return fmt.Sprintf("key%d", n%keys) }}
+			before := trips[0].n.Load() // the pools' warm-up is not the load's
 			res := l.run(t, gws, clk, d)
-			trips := redisstore.SyncRoundTrips(gws[0])
-			ratio := float64(trips) / float64(res.requests)
-			t.Logf("%d round trips for %d requests (%d admitted): %.2f%%", trips, res.requests, len(res.admitted), 100*ratio)
+			count := trips[0].n.Load() - before
+			ratio := float64(count) / float64(res.requests)
+			t.Logf("%d round trips for %d requests (%d admitted): %.2f%% (the store counts %d of its own)",
+				count, res.requests, len(res.admitted), 100*ratio, redisstore.SyncRoundTrips(gws[0]))
 			if ratio > 0.02 {
 				t.Errorf("round trips per request %.2f%%; want at most 2%%", 100*ratio)
 			}
@@ -217,4 +291,140 @@ func TestSyncRoundTripsPerRequest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Redis killed mid-run (with its data on disk, appendfsync always): no
+// request fails, even under on_store_error: deny; the gateways keep to
+// their shares; and one interval after Redis is back, the shared state
+// holds exactly what was granted.
+func TestSyncRedisKilledMidRun(t *testing.T) {
+	srv := redistest.StartServer(t, redistest.WithConfig("appendonly", "yes"), redistest.WithConfig("appendfsync", "always"))
+	clk := newFakeClock()
+	const n = 3
+	// A breaker that never opens: each sync after the restart tries (the
+	// breaker's probe runs on the real clock, the test on its own).
+	gws, _ := newGatewaysWith(t, func() redis.UniversalClient { return srv.Client(withTimeouts) }, n, clk,
+		redisstore.Options{BreakerThreshold: 1 << 30})
+	p := mustValidate(t, &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 100, Period: time.Second,
+		Burst: 1000, Sync: 100 * time.Millisecond, OnStoreError: limiter.FailDeny})
+	lims := make([]*limiter.Limiter, n)
+	for i, gw := range gws {
+		var err error
+		if lims[i], err = limiter.New(gw, limiter.WithStoreName("redis")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const step = 2 * time.Millisecond
+	const killAt, backAt, end = 3000, 3500, 4000 // steps: killed from 6s to 7s, load until 8s
+	var outageFrom, outageTo int
+	var before sharedState
+	l := syncLoad{policy: p, step: step, perStep: []int{1, 1, 1}, key: func(int, int) string { return "k" }, lims: lims}
+	var res result
+	l.before = func(s int) {
+		switch s {
+		case killAt:
+			for _, gw := range gws {
+				redisstore.FlushSync(gw)
+			}
+			before = readShared(t, srv, p, clk, len(res.admitted))
+			if err := srv.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			outageFrom = len(res.admitted)
+		case backAt:
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Redis is back when the gateways reach it (go-redis redials
+			// on its own, real, clock).
+			for _, gw := range gws {
+				waitReachable(t, gw.Client())
+			}
+			outageTo = len(res.admitted)
+		}
+	}
+	res = l.runInto(t, gws, clk, end*step, &res)
+	if res.errs != 0 {
+		t.Errorf("%d of %d requests failed", res.errs, res.requests)
+	}
+	hist := make([]int, 32)
+	for _, a := range res.admitted {
+		hist[a/(250*time.Millisecond)]++
+	}
+	t.Log(hist)
+	outage := float64(backAt-killAt) * step.Seconds()
+	inOutage := outageTo - outageFrom
+	share := float64(p.Limit) * (outage + 2*p.Sync.Seconds()) // r·(D + 2I): the shares, and the leases out at the kill
+	t.Logf("admitted %d during the %.1fs outage (r·(D+2I) = %.0f), %d in all", inOutage, outage, share, len(res.admitted))
+	if float64(inOutage) > share {
+		t.Errorf("admitted %d during the outage; the shares allow %.0f", inOutage, share)
+	}
+	run := clk.now().Sub(res.firstGrant)
+	if exact := float64(p.Burst) + float64(p.Limit)*run.Seconds(); float64(len(res.admitted)) > exact {
+		t.Errorf("admitted %d in all; an exact limiter admits at most %.0f", len(res.admitted), exact)
+	}
+	// One interval with no traffic: each gateway syncs once.
+	for _, gw := range gws {
+		clk.advance(p.Sync / n)
+		redisstore.FlushSync(gw)
+	}
+	// Since the kill, the shared state (tokens and the leases out) moved
+	// by the refill less every grant: exact again.
+	after := readShared(t, srv, p, clk, len(res.admitted))
+	got := after.units - before.units
+	want := p.Limit*after.at.Sub(before.at).Microseconds() - int64(after.admitted-before.admitted)*p.PeriodMicros()
+	if got != want {
+		t.Errorf("the shared state moved by %d since the kill, want %d: off by %.2f units", got, want, float64(got-want)/float64(p.PeriodMicros()))
+	}
+}
+
+// sharedState is a key's tokens plus the leases out (units × period), at
+// a time, with the number admitted until then.
+type sharedState struct {
+	units    int64
+	at       time.Time
+	admitted int
+}
+
+func readShared(t *testing.T, srv *redistest.Server, p *limiter.Policy, clk *fakeClock, admitted int) sharedState {
+	t.Helper()
+	c := srv.Client(withTimeouts)
+	defer c.Close()
+	h, err := c.HGetAll(context.Background(), syncKeyOf(t, c)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tokens, held int64
+	fmt.Sscan(h["k"], &tokens)
+	for f, v := range h {
+		var seen, lease, win int64
+		if strings.HasPrefix(f, "g:") {
+			if _, err := fmt.Sscanf(v, "%d %d %d", &seen, &lease, &win); err != nil {
+				t.Fatalf("gateway field %q = %q: %v", f, v, err)
+			}
+			held += lease
+		}
+	}
+	return sharedState{units: tokens + held*p.PeriodMicros(), at: clk.now(), admitted: admitted}
+}
+
+// waitReachable waits until c answers PING, at most 10 seconds.
+func waitReachable(t *testing.T, c redis.UniversalClient) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("Redis still unreachable 10s after it restarted")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a reconnect, not a margin
+	}
+}
+
+func syncKeyOf(t *testing.T, c *redis.Client) string {
+	t.Helper()
+	keys, err := c.Keys(context.Background(), "*:sync").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys %v, %v; want one", keys, err)
+	}
+	return keys[0]
 }

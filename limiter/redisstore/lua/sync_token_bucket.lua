@@ -6,8 +6,10 @@ local tokens, last = full, now
 if st.k then tokens, last = tonumber(st.k), math.min(tonumber(st.l), now) end
 local n, held = gateways(function(lease) tokens = tokens + lease * per end)
 local top = full - held * per
-if tokens < top then tokens = math.min(top, tokens + (now - last) * limit) end
-tokens = math.min(top, tokens - (pushes[1][1] + pushes[2][1]) * per) -- a refund pushes negative grants
+-- What this gateway granted goes first, so that the refill is not lost to
+-- the top of a bucket it has drawn from (a refund pushes negative grants).
+tokens = tokens - (pushes[1][1] + pushes[2][1]) * per
+if tokens < top then tokens = math.min(top, tokens + (now - last) * limit) else tokens = top end
 
 local allowed, exceeds, retry = 0, 0, 0
 if take > cap then
