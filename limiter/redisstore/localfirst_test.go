@@ -95,11 +95,11 @@ type syncLoad struct {
 // result is what a load admitted: the time of each admitted request since
 // the start, and the counts.
 type result struct {
-	admitted      []time.Duration
-	byGateway     []int
-	requests      int
-	errs          int
-	firstGrant    time.Time
+	admitted   []time.Duration
+	byGateway  []int
+	requests   int
+	errs       int
+	firstGrant time.Time
 }
 
 // run drives l for d. Gateway i syncs at i/N of each interval past its
