@@ -428,3 +428,50 @@ func syncKeyOf(t *testing.T, c *redis.Client) string {
 	}
 	return keys[0]
 }
+
+// The windows under sync: balanced load over the limit on 3 and 6
+// gateways never admits more than the limit in one window (fixed_window
+// windows start at the key's offset; sliding_window's current window
+// alone must keep to the limit).
+func TestSyncWindowsKeepTheLimit(t *testing.T) {
+	for _, alg := range []limiter.Algorithm{limiter.FixedWindow, limiter.SlidingWindow} {
+		for _, b := range backends() {
+			for _, n := range []int{3, 6} {
+				t.Run(fmt.Sprintf("%s/%s/%d gateways", alg, b.name, n), func(t *testing.T) {
+					clk := newFakeClock()
+					gws, trips := newGatewaysWith(t, b.client, n, clk, redisstore.Options{})
+					p := mustValidate(t, &limiter.Policy{Name: "w", Algorithm: alg, Limit: 200, Period: time.Second, Sync: 100 * time.Millisecond})
+					per := make([]int, n)
+					for i := range per {
+						per[i] = 1
+					}
+					const d = 5 * time.Second
+					defer assertFewTrips(t, trips, func() int { return n * int(d/(2*time.Millisecond)) })()
+					start := clk.now()
+					res := syncLoad{policy: p, step: 2 * time.Millisecond, perStep: per, key: func(int, int) string { return "k" }}.run(t, gws, clk, d)
+					offset := time.Duration(0)
+					if alg == limiter.FixedWindow {
+						offset = time.Duration(p.WindowOffset("k")) * time.Microsecond
+					}
+					counts := map[int64]int{}
+					for _, a := range res.admitted {
+						at := start.Add(a).UnixMicro() - offset.Microseconds()
+						counts[at/p.PeriodMicros()]++
+					}
+					total := 0
+					for w, c := range counts {
+						total += c
+						if c > int(p.Limit) {
+							t.Errorf("window %d: admitted %d, limit %d", w, c, p.Limit)
+						}
+					}
+					frac := float64(total) / (float64(p.Limit) * float64(len(counts)))
+					t.Logf("admitted %d in %d windows: %.1f%% of the limit", total, len(counts), 100*frac)
+					if frac < 0.8 {
+						t.Errorf("admitted %.1f%% of the limit; want at least 80%%", 100*frac)
+					}
+				})
+			}
+		}
+	}
+}
