@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -473,5 +474,68 @@ func TestSyncWindowsKeepTheLimit(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// Gateways on the real clock, with their own sync loops, checked by many
+// goroutines through limiter.AllowAll beside an exact policy: no check
+// fails, the local-first policy keeps near its limit, and Close stops the
+// loops (the race detector watches the rest).
+func TestSyncConcurrentGatewaysOnTheRealClock(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			prefix := newPrefix(t)
+			p := mustValidate(t, &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 200, Period: time.Second, Sync: 20 * time.Millisecond})
+			exact := mustValidate(t, &limiter.Policy{Name: "all", Algorithm: limiter.TokenBucket, Limit: 1 << 20, Period: time.Second})
+			const gateways, workers, each = 3, 4, 200
+			lims := make([]*limiter.Limiter, gateways)
+			for i := range lims {
+				c := b.client()
+				s, err := redisstore.New(c, &redisstore.Options{KeyPrefix: prefix, GatewayID: fmt.Sprintf("gw%d", i)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close(); c.Close() })
+				if lims[i], err = limiter.New(s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var admitted, failed atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			for _, lim := range lims {
+				for range workers {
+					wg.Go(func() {
+						for range each {
+							ds, ok := lim.AllowAll(context.Background(), []limiter.Request{{Policy: p, Key: "k", Cost: 1}, {Policy: exact, Key: "k", Cost: 1}})
+							for _, d := range ds {
+								if d.Err != nil {
+									failed.Add(1)
+								}
+							}
+							if ok {
+								admitted.Add(1)
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			if failed.Load() != 0 {
+				t.Errorf("%d checks failed", failed.Load())
+			}
+			// B + r·elapsed, and what the gateways may grant while their
+			// syncs travel (at most their leases, half the bucket each).
+			bound := float64(p.Capacity())*(1+gateways/2.0) + float64(p.Limit)*elapsed.Seconds()
+			t.Logf("admitted %d of %d in %s; B + r·t = %.0f", admitted.Load(), gateways*workers*each, elapsed,
+				float64(p.Capacity())+float64(p.Limit)*elapsed.Seconds())
+			if float64(admitted.Load()) > bound {
+				t.Errorf("admitted %d; the bound is %.0f", admitted.Load(), bound)
+			}
+			if admitted.Load() < p.Capacity()/2 {
+				t.Errorf("admitted %d; the bucket alone holds %d", admitted.Load(), p.Capacity())
+			}
+		})
 	}
 }
