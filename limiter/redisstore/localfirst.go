@@ -685,30 +685,61 @@ func (lf *localFirst) pipeline(ctx context.Context, n *node, cmds []*redis.IntSl
 	return errs
 }
 
-// takeAll applies reqs (some local-first) in order, all or nothing: a
-// denial gives back what the requests before it were granted.
+// takeAllSync is TakeAll when some of reqs are local-first: the exact
+// ones in one TakeAll (one round trip), the local-first ones in process up
+// to the first denial; a denial gives back what every other one charged.
+// Local-first and exact policies never share a state, so deciding the
+// exact ones first changes no decision.
 func (s *Store) takeAllSync(ctx context.Context, reqs []limiter.Request) ([]limiter.Decision, error) {
-	out := make([]limiter.Decision, 0, len(reqs))
+	out := make([]limiter.Decision, len(reqs))
+	decided := make([]bool, len(reqs))
+	stop := len(reqs) // the first enforced denial
+	var idx []int
+	var exact []limiter.Request
 	for i, r := range reqs {
-		d, err := s.Take(ctx, r.Policy, r.Key, r.Cost)
-		if err != nil {
-			s.undoAll(ctx, reqs[:i], out)
-			return nil, err
-		}
-		out = append(out, d)
-		if !d.Allowed && r.Policy.EffectiveMode() == limiter.Enforce {
-			s.undoAll(ctx, reqs[:i], out[:i])
-			return out, nil
+		if r.Policy.Sync == 0 {
+			idx, exact = append(idx, i), append(exact, r)
 		}
 	}
-	return out, nil
+	if len(exact) > 0 {
+		ds, err := s.TakeAll(ctx, exact)
+		if err != nil {
+			return nil, err
+		}
+		for k, d := range ds {
+			out[idx[k]], decided[idx[k]] = d, true
+			if !d.Allowed && exact[k].Policy.EffectiveMode() == limiter.Enforce {
+				stop = idx[k]
+			}
+		}
+	}
+	for i := 0; i < stop; i++ {
+		r := reqs[i]
+		if r.Policy.Sync == 0 {
+			continue
+		}
+		d, err := s.lf.take(ctx, r.Policy, r.Key, max(r.Cost, 1))
+		if err != nil {
+			s.undoAll(ctx, reqs, out, decided, -1)
+			return nil, err
+		}
+		out[i], decided[i] = d, true
+		if !d.Allowed && r.Policy.EffectiveMode() == limiter.Enforce {
+			stop = i
+		}
+	}
+	if stop == len(reqs) {
+		return out, nil
+	}
+	s.undoAll(ctx, reqs, out, decided, stop)
+	return out[:stop+1], nil
 }
 
-// undoAll gives back what ds granted, newest first, each reporting the
-// state it leaves.
-func (s *Store) undoAll(ctx context.Context, reqs []limiter.Request, ds []limiter.Decision) {
+// undoAll gives back what every decided request but skip charged, newest
+// first, each then reporting the state it leaves.
+func (s *Store) undoAll(ctx context.Context, reqs []limiter.Request, ds []limiter.Decision, decided []bool, skip int) {
 	for i := len(ds) - 1; i >= 0; i-- {
-		if ds[i].Receipt.Cost == 0 {
+		if !decided[i] || i == skip || ds[i].Receipt.Cost == 0 {
 			continue
 		}
 		if after, err := s.Undo(ctx, reqs[i].Policy, reqs[i].Key, ds[i].Receipt); err == nil {

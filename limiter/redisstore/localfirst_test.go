@@ -539,3 +539,56 @@ func TestSyncConcurrentGatewaysOnTheRealClock(t *testing.T) {
 		})
 	}
 }
+
+// Local-first and exact policies on one request are all or nothing: the
+// one that denies leaves the other uncharged, whichever it is.
+func TestSyncAllOrNothingWithExactPolicies(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			clk := newFakeClock()
+			gw := newGateways(t, b.client, 1, clk)[0]
+			lim, err := limiter.New(gw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			local := mustValidate(t, &limiter.Policy{Name: "local", Algorithm: limiter.TokenBucket, Limit: 3, Period: time.Hour, Sync: time.Second})
+			exact := mustValidate(t, &limiter.Policy{Name: "exact", Algorithm: limiter.TokenBucket, Limit: 2, Period: time.Hour})
+			peek := func(p *limiter.Policy) int64 {
+				t.Helper()
+				d, err := lim.Peek(ctx, p, "k")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d.Remaining
+			}
+			both := []limiter.Request{{Policy: local, Key: "k", Cost: 1}, {Policy: exact, Key: "k", Cost: 1}}
+			for i, want := range []bool{true, true, false} {
+				if _, ok := lim.AllowAll(ctx, both); ok != want {
+					t.Fatalf("request %d: allowed %v, want %v", i, ok, want)
+				}
+				redisstore.FlushSync(gw)
+			}
+			// The exact policy denied the third: the local one was not charged.
+			localLeft := peek(local)
+			if _, ok := lim.AllowAll(ctx, []limiter.Request{{Policy: local, Key: "k", Cost: 1}}); !ok {
+				t.Fatalf("the local policy denied with %d left", localLeft)
+			}
+			if _, ok := lim.AllowAll(ctx, []limiter.Request{{Policy: local, Key: "k", Cost: 1}}); ok {
+				t.Fatal("the local policy granted a fourth unit of 3")
+			}
+			// Now the local one denies first: the exact one is not charged.
+			exactLeft := peek(exact)
+			refund, err := lim.Refund(ctx, exact, "k", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := lim.AllowAll(ctx, both); ok {
+				t.Fatal("allowed with the local policy spent")
+			}
+			if got := peek(exact); got != refund.Remaining {
+				t.Errorf("exact policy left %d after a denial by the local one, want %d (it was %d)", got, refund.Remaining, exactLeft)
+			}
+		})
+	}
+}

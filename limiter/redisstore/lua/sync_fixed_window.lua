@@ -16,7 +16,7 @@ elseif take > 0 then
   retry = ws + per - now
 end
 local lease = 0
-if want and c < limit then lease = idiv(limit - c, n + 1) end
+if want and c < limit then lease = cdiv(limit - c, n + 1) end
 c = c + lease
 redis.call('HSET', key, 'w', fmt(ws), 'c', fmt(c))
 record(lease, ws, ws + per - now)

@@ -7,7 +7,7 @@
 -- ARGV: now, per, limit, cap, gateway id, interval (us), take (a cost to charge
 --   exactly, all or nothing; 0: none), want lease (1|0), pushed grants and
 --   their window twice (current and previous window), window offset.
--- A lease is 1/(n+1) of what is free, n the gateways on the key: a gateway
+-- A lease is 1/(n+1) of what is free (rounded up), n the gateways on the key: a gateway
 -- that comes next finds a share at once.
 -- Reply: {allowed, lease, remaining (shared, after the lease; may be
 --   negative: debt), gateways, now, retry_us, reset_us, exceeds, window}.

@@ -25,7 +25,8 @@ elseif take > 0 then
   retry = per - elapsed + math.max(0, per - idiv((limit - take) * per, cur))
 end
 local lease = 0
-if want and used() < limit * per then lease = idiv(limit * per - used(), per * (n + 1)) end
+if want and used() < limit * per then lease = idiv(limit * per - used(), per)
+  lease = cdiv(lease, n + 1) end
 cur = cur + lease
 local reset = 2 * per - elapsed
 redis.call('HSET', key, 'w', fmt(ws), 'c', fmt(cur), 'p', fmt(prev))

@@ -20,7 +20,7 @@ elseif take > 0 then
   retry = cdiv(take * per - tokens, limit)
 end
 local lease = 0
-if want and tokens > 0 then lease = idiv(tokens, per * (n + 1)) end
+if want and tokens > 0 then lease = cdiv(tokens, per * (n + 1)) end
 tokens = tokens - lease * per
 local reset = cdiv(full - tokens, limit)
 redis.call('HSET', key, 'k', fmt(tokens), 'l', fmt(now))
