@@ -592,3 +592,107 @@ func TestSyncAllOrNothingWithExactPolicies(t *testing.T) {
 		})
 	}
 }
+
+// A Cluster master killed under local-first load: no check fails (the
+// gateway decides from its leases and shares meanwhile), and once the
+// replica is promoted the killed master's keys sync again, to it.
+func TestSyncFollowsClusterFailover(t *testing.T) {
+	const nodeTimeout = time.Second
+	c := redistest.StartCluster(t, redistest.WithReplicas(1),
+		redistest.WithConfig("cluster-node-timeout", fmt.Sprint(nodeTimeout.Milliseconds())),
+		redistest.WithConfig("cluster-require-full-coverage", "no"))
+	prefix := newPrefix(t)
+	store := open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: 250 * time.Millisecond}, prefix)
+	lim, err := limiter.New(store, limiter.WithTimeout(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustValidate(t, &limiter.Policy{Name: "fo", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second,
+		Sync: 50 * time.Millisecond, OnStoreError: limiter.FailDeny})
+	var victimKeys, keys []string
+	for i := range 30 {
+		key := fmt.Sprintf("key%d", i)
+		keys = append(keys, key)
+		if redisSlot(p.Name+":"+key)*3/16384 == 0 {
+			victimKeys = append(victimKeys, key)
+		}
+	}
+	var failed, checks atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			d := lim.Allow(context.Background(), p, keys[i%len(keys)], 1)
+			checks.Add(1)
+			if d.Err != nil || !d.Allowed {
+				failed.Add(1)
+			}
+			time.Sleep(time.Millisecond) // a steady load, not a margin
+		}
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-done
+	}()
+	time.Sleep(500 * time.Millisecond) // the load runs before the kill
+	victim, replica := c.Nodes()[0], c.Replicas()[0]
+	killedAt := time.Now()
+	if err := victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for !slotZeroOwnedBy(c.Nodes()[1:], replica.Addr()) {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica was not promoted within 15s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	promotedAt := time.Now()
+	// The killed master's keys sync to the promoted replica: this
+	// gateway's record on them is newer than the promotion.
+	rc := redis.NewClient(&redis.Options{Addr: replica.Addr()})
+	defer rc.Close()
+	for _, key := range victimKeys {
+		for {
+			h, err := rc.HGetAll(context.Background(), prefix+"{"+p.Name+":"+key+"}:sync").Result()
+			if err == nil && syncedSince(h, promotedAt) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("key %s never synced to the promoted replica: %v, %v", key, h, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	close(stop)
+	<-done
+	t.Logf("%d checks, %d failed or denied; replica promoted %s after the kill, the keys synced to it since",
+		checks.Load(), failed.Load(), promotedAt.Sub(killedAt).Round(time.Millisecond))
+	if failed.Load() != 0 {
+		t.Errorf("%d of %d checks failed or were denied", failed.Load(), checks.Load())
+	}
+}
+
+// syncedSince reports whether a gateway's record in a sync hash is newer
+// than at.
+func syncedSince(h map[string]string, at time.Time) bool {
+	for f, v := range h {
+		var seen, lease, win int64
+		if strings.HasPrefix(f, "g:") {
+			if _, err := fmt.Sscanf(v, "%d %d %d", &seen, &lease, &win); err == nil && seen >= at.UnixMicro() {
+				return true
+			}
+		}
+	}
+	return false
+}
