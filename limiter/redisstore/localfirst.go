@@ -263,7 +263,7 @@ func (lf *localFirst) roundTrip(ctx context.Context, e *lfEntry, cost int64, kee
 	}
 	now := lf.now()
 	if err != nil {
-		if !keep {
+		if !keep || ctx.Err() != nil { // a caller gone is no outage
 			return limiter.Decision{}, fmt.Errorf("redisstore: %s: %w", e.sc.name, err)
 		}
 		e.fail(now, lf.gateways.Load())
