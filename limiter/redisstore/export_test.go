@@ -11,3 +11,11 @@ func FlushSync(s *Store) { s.lf.flush(context.Background()) }
 
 // SyncRoundTrips is the number of calls to Redis s's local-first policies made.
 func SyncRoundTrips(s *Store) int64 { return s.lf.roundTrips.Load() }
+
+// SweepSync drops s's local-first entries idle as of now; it returns how many are left.
+func SweepSync(s *Store) int {
+	s.lf.sweep(s.lf.now())
+	s.lf.mu.RLock()
+	defer s.lf.mu.RUnlock()
+	return len(s.lf.entries)
+}

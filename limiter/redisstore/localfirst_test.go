@@ -698,3 +698,43 @@ func syncedSince(h map[string]string, at time.Time) bool {
 	}
 	return false
 }
+
+// Local entries are dropped once idle (memory stays bounded by the keys in
+// use), and a key first seen while Redis is down is decided from the share
+// on_store_error: local would give, without an error.
+func TestSyncIdleKeysDroppedAndNewKeysInOutage(t *testing.T) {
+	srv := redistest.StartServer(t)
+	clk := newFakeClock()
+	gw := newGateways(t, func() redis.UniversalClient { return srv.Client(withTimeouts) }, 1, clk)[0]
+	p := syncBucket(t, 10, time.Second, 10, 100*time.Millisecond)
+	ctx := context.Background()
+	for i := range 50 {
+		if d, err := gw.Take(ctx, p, fmt.Sprint("k", i), 1); err != nil || !d.Allowed {
+			t.Fatalf("key %d: %+v, %v", i, d, err)
+		}
+	}
+	redisstore.FlushSync(gw)
+	if left := redisstore.SweepSync(gw); left != 50 {
+		t.Fatalf("%d entries after a sweep of keys just used, want 50", left)
+	}
+	clk.advance(time.Second)
+	if left := redisstore.SweepSync(gw); left != 0 {
+		t.Errorf("%d entries left after ten idle intervals, want 0", left)
+	}
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	granted := 0
+	for range 12 {
+		d, err := gw.Take(ctx, p, "new", 1)
+		if err != nil || d.Err != nil {
+			t.Fatalf("a new key during the outage: %+v, %v", d, err)
+		}
+		if d.Allowed {
+			granted++
+		}
+	}
+	if granted != int(p.Burst) { // one gateway seen: the whole burst is its share
+		t.Errorf("granted %d on a new key during the outage, want the share %d", granted, p.Burst)
+	}
+}
