@@ -19,15 +19,17 @@ import (
 // it in process; every sync interval it gives the lease back, pushes what it
 // granted and takes a new lease, all keys of one node in one pipeline.
 //
-// Why the overshoot is bounded (a sketch): a lease is taken out of the
-// shared state atomically, so what the gateways grant from leases never
-// exceeds what an exact limiter holds; a lease is used at most 2 intervals
-// and the store gives back a gateway's lease only after 3 intervals without
-// it, so a lease is never both given back and used. Grants beyond a lease
-// happen only while the store fails (the outage share: rate/n and burst/n
-// per gateway, or limit/n per window) and are pushed when it answers again,
-// as debt if need be. So, with the store up, admitted ≤ exact; during an
-// outage of length D, each of the N gateways adds at most B/N + r·D/N.
+// Why the overshoot is bounded (a sketch; N gateways, rate r, burst B,
+// interval I): a lease is taken out of the shared state atomically, so what
+// the gateways grant from leases never exceeds what an exact limiter holds.
+// A gateway grants from a lease for 2·I after it sent the sync that got it,
+// and the store gives a lease back only after 3·I without its gateway, so no
+// lease is both given back and used. Grants made while a sync travels count
+// against the next lease; only their excess over it (g per gateway) passes
+// unbacked, and is charged at the next sync. Beyond a lease a gateway grants
+// only while the store fails: r/n refilled up to B/n, or L/n a window, each
+// pushed (as debt if need be) when the store answers. Hence: store up,
+// overshoot ≤ N·g; k of N gateways cut off for D, ≤ (k/N)·(B + r·D).
 
 const (
 	// leaseLife is how many intervals a gateway grants from a lease; the
@@ -77,7 +79,7 @@ type lfEntry struct {
 	queued         atomic.Bool
 	mu             sync.Mutex
 	synced         bool      // a sync answered at least once
-	syncedAt       time.Time // local time of the last answer
+	syncedAt       time.Time // local time the last answered sync was sent
 	storeNow       int64     // the store's time in that answer (µs)
 	lease, used    int64     // the lease and what was granted from it
 	window         int64     // the lease's window (windows)
@@ -207,11 +209,14 @@ type snapshot struct {
 	args []any
 	pend [2]pending
 	used int64
+	// sent is when the call left: a lease's life and the store's clock are
+	// reckoned from it, so a late reply shortens a lease, never lengthens it.
+	sent time.Time
 }
 
 func (lf *localFirst) snapshot(e *lfEntry, take int64, want bool) snapshot {
 	e.mu.Lock()
-	sn := snapshot{pend: e.pend, used: e.used}
+	sn := snapshot{pend: e.pend, used: e.used, sent: lf.now()}
 	e.mu.Unlock()
 	var now any = ""
 	if lf.s.clock != nil {
@@ -309,7 +314,7 @@ func (lf *localFirst) apply(e *lfEntry, sn snapshot, r syncReply, now time.Time)
 	// back: they count against the new one (and are pushed next time).
 	e.used = max(e.used-sn.used, 0)
 	e.lease, e.window, e.gateways, e.shared = r.lease, r.window, r.gateways, r.shared
-	e.synced, e.syncedAt, e.storeNow = true, now, r.now
+	e.synced, e.syncedAt, e.storeNow = true, sn.sent, r.now
 	e.resetAt = now.Add(r.reset)
 	e.outage, e.outTok, e.outAt = false, 0, time.Time{}
 	if e.pend[0].units != 0 || e.pend[1].units != 0 {
