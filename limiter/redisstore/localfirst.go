@@ -75,7 +75,7 @@ type lfEntry struct {
 	key, redisKey  string
 	sc             *script
 	offset         int64
-	syncing        sync.Mutex // held across this entry's round trip
+	syncing        chan struct{} // one token, held across this entry's round trip
 	queued         atomic.Bool
 	mu             sync.Mutex
 	synced         bool      // a sync answered at least once
@@ -148,8 +148,16 @@ func (lf *localFirst) take(ctx context.Context, p *limiter.Policy, key string, c
 		lf.markDirty(e, d)
 		return d, nil
 	}
-	e.syncing.Lock()
-	defer e.syncing.Unlock()
+	left, ok := lf.lockSync(ctx, e)
+	if !ok {
+		return limiter.Decision{}, fmt.Errorf("redisstore: %s: %w", e.sc.name, context.DeadlineExceeded)
+	}
+	defer e.unlockSync()
+	if left > 0 { // it waited: the round trip has what is left of the budget
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, left)
+		defer cancel()
+	}
 	now = lf.now()
 	if d, ok := e.local(now, cost); ok { // a sync answered meanwhile
 		lf.markDirty(e, d)
@@ -157,6 +165,40 @@ func (lf *localFirst) take(ctx context.Context, p *limiter.Policy, key string, c
 	}
 	return lf.roundTrip(ctx, e, cost, true)
 }
+
+// lockSync waits for e's round trip token no longer than a check may wait
+// for the store (a sync of e may be on its way). Having waited, it returns
+// what is left of that budget.
+func (lf *localFirst) lockSync(ctx context.Context, e *lfEntry) (time.Duration, bool) {
+	if e.tryLockSync() {
+		return 0, true
+	}
+	budget := time.Duration(lf.s.callTimeout.Load())
+	if budget <= 0 {
+		budget = lf.s.replyWait
+	}
+	start := time.Now()
+	t := time.NewTimer(budget)
+	defer t.Stop()
+	select {
+	case e.syncing <- struct{}{}:
+		return max(budget-time.Since(start), time.Microsecond), true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return 0, false
+}
+
+func (e *lfEntry) tryLockSync() bool {
+	select {
+	case e.syncing <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (e *lfEntry) unlockSync() { <-e.syncing }
 
 func (lf *localFirst) markDirty(e *lfEntry, d limiter.Decision) {
 	if (d.Receipt.Cost > 0 || !d.Allowed && !d.ExceedsCapacity) && e.queued.CompareAndSwap(false, true) {
@@ -198,7 +240,7 @@ func (lf *localFirst) entry(p *limiter.Policy, key string) (*lfEntry, error) {
 		if len(lf.entries) >= maxLocalEntries {
 			return nil, nil
 		}
-		e = &lfEntry{p: p, key: key, redisKey: lf.redisKey(p, key), sc: sc, offset: lf.offset(p, key)}
+		e = &lfEntry{p: p, key: key, redisKey: lf.redisKey(p, key), sc: sc, offset: lf.offset(p, key), syncing: make(chan struct{}, 1)}
 		lf.entries[k] = e
 	}
 	return e, nil
@@ -598,14 +640,14 @@ func (lf *localFirst) flush(ctx context.Context) {
 	byNode := map[*node][]item{}
 	for _, e := range todo {
 		e.queued.Store(false)
-		if !e.syncing.TryLock() {
+		if !e.tryLockSync() {
 			lf.requeue(e) // a round trip of its own is on its way
 			continue
 		}
 		n, err := lf.s.nodeFor(ctx, e.redisKey)
 		if err != nil {
 			e.fail(lf.now(), lf.gateways.Load())
-			e.syncing.Unlock()
+			e.unlockSync()
 			lf.requeue(e)
 			continue
 		}
@@ -633,7 +675,7 @@ func (lf *localFirst) flush(ctx context.Context) {
 				} else {
 					lf.apply(it.e, it.sn, r, now)
 				}
-				it.e.syncing.Unlock()
+				it.e.unlockSync()
 			}
 		})
 	}
