@@ -12,7 +12,7 @@ type PolicyError struct {
 	// Policy is the policy's name ("" when the name itself is the problem).
 	Policy string
 	// Field is the field in the config's spelling: name, algorithm, limit,
-	// period, burst, key, mode, on_store_error.
+	// period, burst, key, mode, on_store_error, sync.
 	Field  string
 	Reason string
 }

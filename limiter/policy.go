@@ -70,6 +70,12 @@ type Policy struct {
 	// the store would: a cost at least the one denied, before the time the
 	// store said it could pass, forgotten on a refund or undo here.
 	LocalCache bool
+	// Sync (0: off) makes the policy local-first: each gateway decides from
+	// a lease of the shared budget and reconciles with the store every Sync
+	// (token_bucket, fixed_window and sliding_window; see the README's
+	// "Local-first limits"). A store in one process (memstore) is exact
+	// anyway and ignores it.
+	Sync time.Duration
 }
 
 // Capacity is the most cost one request can ever be granted: Burst for the
@@ -171,6 +177,9 @@ func (p *Policy) Validate() error {
 	default:
 		return field("on_store_error", "unknown value %q (allow, deny or local)", p.OnStoreError)
 	}
+	if err := p.validateSync(); err != nil {
+		return err
+	}
 	// Every store keeps integers scaled by the period in microseconds (tokens ×
 	// period, limit × period), and Lua numbers are exact only up to 2^53.
 	per := p.PeriodMicros()
@@ -215,4 +224,29 @@ func (p *Policy) EffectiveFailMode() FailMode {
 		return FailAllow
 	}
 	return p.OnStoreError
+}
+
+// validateSync checks Sync: positive, at most the period, and only for the
+// algorithms whose state can be leased out in parts.
+func (p *Policy) validateSync() error {
+	field := func(format string, args ...any) error {
+		return &PolicyError{Policy: p.Name, Field: "sync", Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case p.Sync == 0:
+		return nil
+	case p.Sync < 0:
+		return field("must be positive, got %s", p.Sync)
+	case p.Sync < time.Millisecond:
+		return field("must be at least 1ms, got %s", p.Sync)
+	case p.Sync > p.Period:
+		return field("must be at most the period (%s), got %s", p.Period, p.Sync)
+	}
+	switch p.Algorithm {
+	case SlidingLog:
+		return field("sliding_log stays exact: it guards logins and other limits where every request counts; use sliding_window to sync")
+	case LeakyBucket:
+		return field("leaky_bucket shapes traffic with one queue (its delay orders requests across gateways), which local decisions cannot keep; use token_bucket to sync")
+	}
+	return nil
 }

@@ -123,3 +123,39 @@ func TestWindowOffsetIsFNV(t *testing.T) {
 		t.Errorf("WindowOffset allocates %v times", n)
 	}
 }
+
+// Sync is refused, with its reason, where local decisions cannot keep the
+// algorithm's meaning, and outside (0, period].
+func TestPolicyValidateSync(t *testing.T) {
+	base := func(alg limiter.Algorithm, sync time.Duration) *limiter.Policy {
+		return &limiter.Policy{Name: "p", Algorithm: alg, Limit: 10, Period: time.Second, Sync: sync}
+	}
+	for _, tc := range []struct {
+		name string
+		p    *limiter.Policy
+		want string // "" for valid
+	}{
+		{"token_bucket", base(limiter.TokenBucket, 100*time.Millisecond), ""},
+		{"fixed_window", base(limiter.FixedWindow, time.Second), ""},
+		{"sliding_window", base(limiter.SlidingWindow, time.Millisecond), ""},
+		{"sliding_log", base(limiter.SlidingLog, 100*time.Millisecond), "sliding_log stays exact"},
+		{"leaky_bucket", base(limiter.LeakyBucket, 100*time.Millisecond), "leaky_bucket shapes traffic"},
+		{"negative", base(limiter.TokenBucket, -time.Second), "must be positive"},
+		{"under a millisecond", base(limiter.TokenBucket, time.Microsecond), "at least 1ms"},
+		{"over the period", base(limiter.TokenBucket, 2*time.Second), "at most the period"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.p.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			var pe *limiter.PolicyError
+			if !errors.As(err, &pe) || pe.Field != "sync" || !strings.Contains(pe.Reason, tc.want) {
+				t.Fatalf("Validate() = %v, want a sync error saying %q", err, tc.want)
+			}
+		})
+	}
+}

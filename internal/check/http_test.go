@@ -449,3 +449,35 @@ func TestCheckEverySpellingOfALockedRoute(t *testing.T) {
 		t.Errorf("per_route states %v, want the one of POST /login", states)
 	}
 }
+
+// A local-first policy (sync) through /v1/check: the decisions are made
+// from the gateway's lease and never pass the limit, and the key's state
+// is the shared, synced one.
+func TestCheckLocalFirstPolicy(t *testing.T) {
+	p := apiPolicy()
+	p.Sync = 100 * time.Millisecond
+	rg := newRig(t, rigOpts{routes: []httplimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{p}}}})
+	h := rg.handler(t, "")
+	allowed := 0
+	for i := range 200 {
+		w := serve(h, nginxCheck("GET", "/api/products", "203.0.113.9", nil))
+		switch w.Code {
+		case 200:
+			allowed++
+		case 429:
+		default:
+			t.Fatalf("request %d: %d %s", i, w.Code, w.Body)
+		}
+		if w.Header().Get("X-RateLimit-Remaining") == "" {
+			t.Fatalf("request %d: no X-RateLimit-Remaining", i)
+		}
+	}
+	// At least the first lease (half the bucket), never more than the bucket.
+	if allowed < 76 || allowed > 150 {
+		t.Errorf("allowed %d of 200 on a bucket of 150", allowed)
+	}
+	keys := rg.keys(t)
+	if len(keys) != 1 || !strings.HasSuffix(keys[0], ":sync") {
+		t.Errorf("keys %v, want the policy's one synced state", keys)
+	}
+}

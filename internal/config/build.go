@@ -39,6 +39,7 @@ func (pc PolicyConfig) policy(name string) *limiter.Policy {
 		Mode:         pc.Mode,
 		OnStoreError: pc.OnStoreError,
 		LocalCache:   pc.LocalCache,
+		Sync:         pc.Sync,
 	}
 }
 

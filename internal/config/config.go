@@ -216,6 +216,9 @@ type PolicyConfig struct {
 	// LocalCache remembers a denied key in process until its retry-after and
 	// denies it without a round trip (off by default).
 	LocalCache bool `yaml:"local_cache"`
+	// Sync makes the policy local-first: each gateway decides in process and
+	// reconciles with the store every Sync (absent: a round trip per check).
+	Sync time.Duration `yaml:"sync"`
 }
 
 // RouteConfig applies policies to the requests its match selects.

@@ -359,7 +359,7 @@ var badConfigs = []struct {
 	{"unknown top-level key", "lisen: \":8080\"\n", "bad.yaml:1: lisen: unknown key (want one of listen, server, store, identity, plans, policies, routes, graphql, cors, grpc_listen, gateway, envoy)", ""},
 	{"unknown store key", "store:\n  gateway: 2\n", "bad.yaml:2: store.gateway: unknown key (want one of redis, memory, gateways, key_prefix)", ""},
 	{"unknown policy key", "policies:\n  api: {algorithm: token_bucket, limit: 1, period: 1s, key: [ip], burts: 5}\n",
-		"bad.yaml:2: policies.api.burts: unknown key (want one of algorithm, limit, period, burst, key, mode, on_store_error, local_cache)", ""},
+		"bad.yaml:2: policies.api.burts: unknown key (want one of algorithm, limit, period, burst, key, mode, on_store_error, local_cache, sync)", ""},
 	{"unknown graphql key", "graphql:\n  max_complexity: 5\n", "bad.yaml:2: graphql.max_complexity: unknown key", ""},
 	{"unknown key in merged mapping", "policies:\n  api:\n    <<: {limt: 5}\n", "policies.api.limt: unknown key", ""},
 
@@ -445,6 +445,14 @@ var badConfigs = []struct {
 		"bad.yaml:2: policies.api.burst: must be at least 1, got -1", ""},
 	{"burst on a window", "policies:\n  login: {algorithm: sliding_log, limit: 5, period: 1s, burst: 9, key: [ip]}\n",
 		"bad.yaml:2: policies.login.burst: only token_bucket and leaky_bucket take a burst", ""},
+	{"sync on sliding_log", "policies:\n  login: {algorithm: sliding_log, limit: 5, period: 1m, key: [ip], sync: 100ms}\n",
+		"bad.yaml:2: policies.login.sync: sliding_log stays exact", ""},
+	{"sync on leaky_bucket", "policies:\n  shape: {algorithm: leaky_bucket, limit: 5, period: 1s, key: [ip], sync: 100ms}\n",
+		"bad.yaml:2: policies.shape.sync: leaky_bucket shapes traffic with one queue", ""},
+	{"sync over the period", "policies:\n  api: {algorithm: token_bucket, limit: 5, period: 1s, key: [ip], sync: 2s}\n",
+		"bad.yaml:2: policies.api.sync: must be at most the period (1s), got 2s", ""},
+	{"negative sync", "policies:\n  api: {algorithm: token_bucket, limit: 5, period: 1s, key: [ip], sync: -1s}\n",
+		"bad.yaml:2: policies.api.sync: must be positive, got -1s", ""},
 	{"unknown mode", "policies:\n  api: {algorithm: token_bucket, limit: 5, period: 1s, key: [ip], mode: dry}\n",
 		`bad.yaml:2: policies.api.mode: unknown mode "dry"`, ""},
 	{"unknown on_store_error", "policies:\n  api: {algorithm: token_bucket, limit: 5, period: 1s, key: [ip], on_store_error: open}\n",
@@ -536,6 +544,11 @@ func TestParseConfigAccepts(t *testing.T) {
 		{"api key plan not in plans", "identity:\n  api_keys:\n    k: {tenant: acme, plan: gold}\n" + noGraphQL, func(t *testing.T, c *Config) {
 			if got := c.PlanMultiplier("gold"); got != 1 {
 				t.Errorf("PlanMultiplier(gold) = %d, want 1", got)
+			}
+		}},
+		{"sync on a token bucket", "policies:\n  api: {algorithm: token_bucket, limit: 100, period: 1s, key: [ip], sync: 100ms}\n" + noGraphQL, func(t *testing.T, c *Config) {
+			if got := c.Policies["api"].policy("api").Sync; got != 100*time.Millisecond {
+				t.Errorf("Sync = %s, want 100ms", got)
 			}
 		}},
 		// 0 means the library's default, as an absent limit does; the log says so.

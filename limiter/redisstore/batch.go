@@ -28,6 +28,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []limiter.Request) ([]limiter.
 			return nil, fmt.Errorf("redisstore: negative cost %d", r.Cost)
 		}
 	}
+	if anySync(reqs) {
+		return s.takeAllSync(ctx, reqs)
+	}
 	if s.single != nil {
 		if _, ring := s.client.(*redis.Ring); !ring {
 			return s.takeGroup(ctx, s.single, reqs)

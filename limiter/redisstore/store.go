@@ -103,6 +103,9 @@ type Options struct {
 	// then goes through (default 50ms).
 	BreakerThreshold int
 	ProbeInterval    time.Duration
+	// GatewayID names this gateway to the other gateways sharing
+	// local-first policies (limiter.Policy.Sync); default: random per Store.
+	GatewayID string
 }
 
 // Store is a limiter.Store backed by Redis. It sends checks node by node,
@@ -130,6 +133,7 @@ type Store struct {
 	mu           sync.Mutex
 	nodes        map[string]*node // Cluster masters by address
 	stop         chan struct{}
+	lf           *localFirst // the local-first policies (localfirst.go)
 	stopOnce     sync.Once
 	wg           sync.WaitGroup
 }
@@ -253,6 +257,15 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 	if err := s.loadScripts(); err != nil {
 		return nil, err
 	}
+	var gateway string
+	if opts != nil {
+		gateway = opts.GatewayID
+	}
+	lf, err := newLocalFirst(s, gateway)
+	if err != nil {
+		return nil, err
+	}
+	s.lf = lf
 	switch c := client.(type) {
 	case interface{ Options() *redis.Options }:
 		s.needDeadline = c.Options().ReadTimeout <= 0
@@ -424,6 +437,9 @@ func (s *Store) Take(ctx context.Context, p *limiter.Policy, key string, cost in
 	if cost < 0 {
 		return limiter.Decision{}, fmt.Errorf("redisstore: negative cost %d", cost)
 	}
+	if p.Sync > 0 {
+		return s.lf.take(ctx, p, key, cost)
+	}
 	return s.run(ctx, p, key, cost, "take", limiter.Receipt{})
 }
 
@@ -431,6 +447,9 @@ func (s *Store) Take(ctx context.Context, p *limiter.Policy, key string, cost in
 func (s *Store) Undo(ctx context.Context, p *limiter.Policy, key string, r limiter.Receipt) (limiter.Decision, error) {
 	if r.Cost < 0 {
 		return limiter.Decision{}, fmt.Errorf("redisstore: negative undo cost %d", r.Cost)
+	}
+	if p.Sync > 0 {
+		return s.lf.undo(p, key, r)
 	}
 	return s.run(ctx, p, key, 0, "undo", r)
 }
