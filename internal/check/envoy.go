@@ -398,12 +398,12 @@ func (s *RateLimitService) response(plans []*planned, decisions [][]limiter.Deci
 			if !d.Allowed {
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 				denied = d
-				if hasState(d) {
+				if header.Shown(d) {
 					pick = k
 				}
 				break
 			}
-			if hasState(d) && (pick < 0 || d.Remaining < ds[pick].Remaining) {
+			if header.Shown(d) && (pick < 0 || d.Remaining < ds[pick].Remaining) {
 				pick = k
 			}
 		}
@@ -431,13 +431,6 @@ func (s *RateLimitService) response(plans []*planned, decisions [][]limiter.Deci
 	}
 	resp.ResponseHeadersToAdd = headerValues(h)
 	return resp
-}
-
-// hasState reports a decision that carries the store's state: neither a
-// shadow-mode policy's (which sends no headers) nor one the store could not
-// make (except the local fallback's).
-func hasState(d *limiter.Decision) bool {
-	return d.Policy != nil && d.Policy.EffectiveMode() != limiter.Shadow && (d.Err == nil || d.Outcome == limiter.ErrorLocal)
 }
 
 // currentLimit describes a policy as Envoy's RateLimit: the quota and window

@@ -389,7 +389,7 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 		p = &shadow
 	}
 	d := l.cfg.Limiter.Allow(ctx, p, key, st.stats.Requested)
-	st.stats.HasBucket = d.Err == nil || d.Outcome == limiter.ErrorLocal
+	st.stats.HasBucket = d.HasState()
 	st.stats.Remaining = d.Remaining
 	st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
 	st.decision = d

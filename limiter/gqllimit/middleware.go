@@ -226,7 +226,7 @@ func (l *Limiter) unknownKey(w http.ResponseWriter, r *http.Request, st *state) 
 	d := l.cfg.Limiter.Allow(r.Context(), p, key, 1)
 	st.decision, st.headers = d, p.EffectiveMode() != limiter.Shadow
 	st.stats.Limit, st.stats.RestoreRate = p.Capacity(), restoreRate(p)
-	st.stats.HasBucket = d.Err == nil || d.Outcome == limiter.ErrorLocal
+	st.stats.HasBucket = d.HasState()
 	st.stats.Remaining, st.stats.ResetAt = d.Remaining, l.cfg.Clock().Add(d.ResetAfter)
 	e := reject(http.StatusUnauthorized, CodeUnauthenticated, "unknown API key")
 	if !d.Allowed {
