@@ -289,8 +289,8 @@ type state struct {
 // scaling, the keyed hash of the identity) once for the charge and the refund.
 func (l *Limiter) bucket(st *state) (*limiter.Policy, string) {
 	if st.policy == nil {
-		st.policy = l.cfg.Identity.PolicyFor(l.cfg.Policy, st.id.Plan)
-		st.key = l.cfg.Identity.Key(l.cfg.Policy, st.id)
+		r := l.cfg.Identity.Request(l.cfg.Policy, st.id, 0)
+		st.policy, st.key = r.Policy, r.Key
 	}
 	return st.policy, st.key
 }

@@ -395,7 +395,7 @@ func (m *Middleware) check(dst []limiter.Decision, ctx context.Context, policies
 	var stack [4]limiter.Request // a route rarely has more: no allocation
 	reqs := stack[:0]
 	for _, p := range policies {
-		reqs = append(reqs, limiter.Request{Policy: m.id.PolicyFor(p, id.Plan), Key: m.id.Key(p, id), Cost: cost})
+		reqs = append(reqs, m.id.Request(p, id, cost))
 	}
 	return m.cfg.Limiter.AppendAllowAll(dst, ctx, reqs)
 }

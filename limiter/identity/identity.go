@@ -396,8 +396,14 @@ func Needs(policies []*limiter.Policy, part string) bool {
 	return false
 }
 
-// PolicyFor returns p scaled by the multiplier of plan (p itself for 1).
-func (res *Resolver) PolicyFor(p *limiter.Policy, plan string) *limiter.Policy {
+// Request is what charging cost to id under p asks of the limiter: p
+// scaled by id's plan, and the store key of p for id.
+func (res *Resolver) Request(p *limiter.Policy, id *Identity, cost int64) limiter.Request {
+	return limiter.Request{Policy: res.policyFor(p, id.Plan), Key: res.Key(p, id), Cost: cost}
+}
+
+// policyFor returns p scaled by the multiplier of plan (p itself for 1).
+func (res *Resolver) policyFor(p *limiter.Policy, plan string) *limiter.Policy {
 	mult, ok := res.cfg.Plans[plan]
 	if !ok || mult == 1 {
 		return p

@@ -465,3 +465,36 @@ func TestNewForStore(t *testing.T) {
 		t.Fatal("the hash key given was not used")
 	}
 }
+
+// Request scales the policy by the caller's plan and keys it for the
+// caller, the one place every door turns a policy into a charge.
+func TestRequestScalesByPlan(t *testing.T) {
+	res := newResolver(t, identity.Config{
+		APIKeys: identity.Table{"pro-key": {Tenant: "acme", Plan: "pro"}, "free-key": {Tenant: "acme", Plan: "free"}},
+		Plans:   map[string]int64{"pro": 10},
+	})
+	p := &limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Limit: 5, Period: time.Second, Burst: 20, Key: []string{"api_key"}}
+	tests := []struct {
+		key          string
+		limit, burst int64
+	}{
+		{"pro-key", 50, 200},
+		{"free-key", 5, 20}, // a plan not in Plans is ×1
+	}
+	for _, tc := range tests {
+		id, err := res.Resolve(request("198.51.100.1:1", map[string]string{"X-API-Key": tc.key}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Request(p, id, 3)
+		if got.Policy.Limit != tc.limit || got.Policy.Capacity() != tc.burst {
+			t.Errorf("%s: limit, burst = %d, %d; want %d, %d", tc.key, got.Policy.Limit, got.Policy.Capacity(), tc.limit, tc.burst)
+		}
+		if got.Key != res.Key(p, id) || got.Cost != 3 {
+			t.Errorf("%s: key, cost = %q, %d; want %q, 3", tc.key, got.Key, got.Cost, res.Key(p, id))
+		}
+	}
+	if p.Limit != 5 || p.Burst != 20 {
+		t.Errorf("the configured policy changed: limit %d, burst %d", p.Limit, p.Burst)
+	}
+}
