@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
@@ -42,7 +43,7 @@ const MaxURIBytes = 8 << 10
 const (
 	CodeBadRequest    = "bad_request"
 	CodeUntrustedPeer = "untrusted_peer"
-	CodeUnauthorized  = "unauthorized"
+	CodeUnauthorized  = jsonerror.CodeUnauthorized
 )
 
 // HTTPConfig configures a Handler. Limits, Identity and Gateways are
@@ -152,7 +153,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *httplimit.Route) {
 	id, orig, err := h.cfg.Identity.Attach(orig)
 	if err != nil {
-		identity.WriteLookupError(w)
+		jsonerror.LookupFailed(w)
 		return
 	}
 	// The route key part: the matched route's path, as the middleware has
@@ -172,7 +173,7 @@ func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *httpli
 		return
 	}
 	if id.UnknownKey {
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "unknown API key")
+		jsonerror.UnknownAPIKey(w)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -349,16 +350,8 @@ func truncate(s string) string {
 	return s
 }
 
-type errorBody struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
-
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(errorBody{Error: code, Message: message})
+	jsonerror.Write(w, status, jsonerror.Body{Error: code, Message: message})
 }
 
 // bufferedWriter holds an answer back so that a denial can leave as 403,
@@ -412,7 +405,7 @@ func RefuseAll(logger *slog.Logger) http.Handler {
 // into ErrorBodyHeader too, so that nginx, which drops the body of a
 // sub-request, can show the client why rather than an empty answer.
 func refuseUntrusted(w http.ResponseWriter, message string) {
-	body, _ := json.Marshal(errorBody{Error: CodeUntrustedPeer, Message: message})
+	body, _ := json.Marshal(jsonerror.Body{Error: CodeUntrustedPeer, Message: message})
 	w.Header().Set(ErrorBodyHeader, string(body))
 	writeError(w, http.StatusForbidden, CodeUntrustedPeer, message)
 }

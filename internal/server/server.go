@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -27,6 +26,7 @@ import (
 	"github.com/costgate/costgate/internal/check"
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/internal/demo"
+	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/gqlproxy"
@@ -226,7 +226,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 		r.Handle("/assets/*", pg)
 	}
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		jsonerror.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz(cfg.TrustedPrefixes()))
 	r.Handle("/metrics", s.metrics.handler())
@@ -245,7 +245,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 		})
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "no such route"})
+		jsonerror.Write(w, http.StatusNotFound, jsonerror.Body{Error: "not_found", Message: "no such route"})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		// chi knows only the standard methods; Envoy's path_prefix check
@@ -254,7 +254,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 			chk.ServeHTTP(w, r)
 			return
 		}
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method_not_allowed", "message": r.Method + " is not allowed here"})
+		jsonerror.Write(w, http.StatusMethodNotAllowed, jsonerror.Body{Error: "method_not_allowed", Message: r.Method + " is not allowed here"})
 	})
 	return r, rls, nil
 }
@@ -342,14 +342,14 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.serving.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
+			jsonerror.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
 			return
 		}
 		s.mu.Lock()
 		st, schemas := s.state, s.schemas
 		s.mu.Unlock()
 		if schemas != nil && !schemas.isReady() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "waiting for the upstream's schema"})
+			jsonerror.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "waiting for the upstream's schema"})
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*limiter.DefaultTimeout)
@@ -358,7 +358,7 @@ func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
 		if !seesStoreDetails(r.RemoteAddr, trusted) {
 			health.Nodes = nil
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": health})
+		jsonerror.WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": health})
 	}
 }
 
@@ -367,10 +367,4 @@ func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
 func seesStoreDetails(remoteAddr string, trusted []netip.Prefix) bool {
 	ap, err := netip.ParseAddrPort(remoteAddr)
 	return err == nil && ap.Addr().Unmap().IsLoopback() || identity.PeerIn(remoteAddr, trusted)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/header"
 )
@@ -332,10 +333,7 @@ func writeError(w http.ResponseWriter, e *Error, st *state) {
 
 // WriteResponse writes res as JSON with status, never cached.
 func WriteResponse(w http.ResponseWriter, status int, res Response) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(res)
+	jsonerror.WriteJSON(w, status, res)
 }
 
 // ErrorMessage is the message of a gqlparser error (without its location

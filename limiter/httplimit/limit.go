@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/memstore"
@@ -192,7 +193,7 @@ func (l *keyed) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, r, err := l.ids.Attach(r)
 		if err != nil {
-			identity.WriteLookupError(w)
+			jsonerror.LookupFailed(w)
 			return
 		}
 		key, err := l.key(r)
@@ -210,7 +211,7 @@ func (l *keyed) handler(next http.Handler) http.Handler {
 			return
 		}
 		if l.apiKeys && id.UnknownKey {
-			writeError(w, http.StatusUnauthorized, errorBody{Error: "unauthorized", Message: "unknown API key"})
+			jsonerror.UnknownAPIKey(w)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -223,7 +224,7 @@ func (l *keyed) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	if suppressed, ok := l.gate.Pass(time.Now()); ok {
 		l.logger.Error("httplimit: request refused: it cannot be keyed", "policy", l.policy.Name, "path", r.URL.Path, "err", err, "suppressed", suppressed)
 	}
-	writeError(w, http.StatusInternalServerError, errorBody{Error: "rate_limit_key_missing",
+	jsonerror.Write(w, http.StatusInternalServerError, jsonerror.Body{Error: "rate_limit_key_missing",
 		Message: "the rate limit cannot tell who is calling; the server's log says why"})
 }
 

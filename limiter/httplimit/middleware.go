@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/header"
 	"github.com/costgate/costgate/limiter/identity"
@@ -183,7 +184,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		// charges every spelling, and costs nothing on a path already normal.
 		rt, err := m.match(r.Method, r.URL.EscapedPath())
 		if err != nil {
-			writeError(w, http.StatusBadRequest, errorBody{Error: errorCode(http.StatusBadRequest), Message: err.Error()})
+			jsonerror.Write(w, http.StatusBadRequest, jsonerror.Body{Error: errorCode(http.StatusBadRequest), Message: err.Error()})
 			return
 		}
 		if rt == nil || len(rt.Policies) == 0 {
@@ -192,14 +193,14 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		}
 		id, r, err := m.id.Attach(r)
 		if err != nil {
-			identity.WriteLookupError(w)
+			jsonerror.LookupFailed(w)
 			return
 		}
 		if !m.limit(w, r, id, rt, nil) {
 			return
 		}
 		if id.UnknownKey {
-			writeError(w, http.StatusUnauthorized, errorBody{Error: "unauthorized", Message: "unknown API key"})
+			jsonerror.UnknownAPIKey(w)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -355,7 +356,7 @@ func answer(w http.ResponseWriter, r *http.Request, now time.Time, decisions []l
 		if userErr.TooLong {
 			msg = "the username is " + msg
 		}
-		writeError(w, userErr.Status, errorBody{Error: errorCode(userErr.Status), Message: msg})
+		jsonerror.Write(w, userErr.Status, jsonerror.Body{Error: errorCode(userErr.Status), Message: msg})
 		return false
 	}
 	if delay := maxDelay(decisions); delay > 0 {

@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/limiter"
 )
 
@@ -302,20 +302,11 @@ func (res *Resolver) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, r, err := res.Attach(r)
 		if err != nil {
-			WriteLookupError(w)
+			jsonerror.LookupFailed(w)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// WriteLookupError answers a request whose API key could not be looked up.
-func WriteLookupError(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Retry-After", "1")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	json.NewEncoder(w).Encode(map[string]string{"error": "identity_unavailable", "message": "the API key could not be checked; retry shortly"})
 }
 
 // CheckPolicy reports whether p can be applied by this Resolver (see

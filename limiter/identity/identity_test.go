@@ -2,11 +2,13 @@ package identity_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/header"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/memstore"
 )
@@ -496,5 +499,31 @@ func TestRequestScalesByPlan(t *testing.T) {
 	}
 	if p.Limit != 5 || p.Burst != 20 {
 		t.Errorf("the configured policy changed: limit %d, burst %d", p.Limit, p.Burst)
+	}
+}
+
+type failingLookup struct{}
+
+func (failingLookup) LookupAPIKey(context.Context, string) (identity.APIKey, bool, error) {
+	return identity.APIKey{}, false, errors.New("key store down")
+}
+
+// A failed key lookup answers like every other 503 of costgate: the same
+// Retry-After in the header and in the body.
+func TestMiddlewareLookupFailureSaysWhenToRetry(t *testing.T) {
+	res := newResolver(t, identity.Config{APIKeys: failingLookup{}})
+	h := res.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("the handler ran") }))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, request("198.51.100.1:1", map[string]string{"X-API-Key": "k"}))
+	var body struct {
+		Error         string `json:"error"`
+		RetryAfterSec int64  `json:"retry_after_sec"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	want := strconv.Itoa(header.UnavailableRetryAfter)
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != want || body.Error != "identity_unavailable" || strconv.FormatInt(body.RetryAfterSec, 10) != want {
+		t.Errorf("got %d, Retry-After %q, body %s; want 503, Retry-After %s, identity_unavailable with retry_after_sec %s", w.Code, w.Header().Get("Retry-After"), w.Body, want, want)
 	}
 }
