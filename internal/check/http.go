@@ -17,6 +17,7 @@ import (
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Path is where the server mounts the forward-auth check; Envoy's
@@ -91,7 +92,7 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 	if len(cfg.Gateways) == 0 {
 		fail("Gateways", "empty: no gateway could ask (list their addresses in identity.trusted_proxies)")
 	}
-	if cfg.UsernameHeader != "" && !isToken(cfg.UsernameHeader) {
+	if cfg.UsernameHeader != "" && !httpguts.ValidHeaderFieldName(cfg.UsernameHeader) {
 		fail("UsernameHeader", fmt.Sprintf("want an HTTP header name, got %q", cfg.UsernameHeader))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -333,14 +334,8 @@ func escapedPath(uri string) (string, error) {
 	return raw, nil
 }
 
-// isMethod reports an RFC 9110 token of at most 32 bytes.
-func isMethod(s string) bool { return len(s) <= 32 && isToken(s) }
-
-func isToken(s string) bool {
-	return s != "" && !strings.ContainsFunc(s, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c))
-	})
-}
+// isMethod reports an RFC 9110 token (what a header name is) of at most 32 bytes.
+func isMethod(s string) bool { return len(s) <= 32 && httpguts.ValidHeaderFieldName(s) }
 
 func truncate(s string) string {
 	const max = 64

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/costgate/costgate/internal/check"
 	"github.com/costgate/costgate/limiter"
@@ -417,7 +418,7 @@ func (v *validator) graphql() {
 	}
 	for _, name := range sortedKeys(g.IntrospectionHeaders) {
 		field := v.c.entryPath("graphql.introspection_headers", name)
-		if !isHeaderName(name) {
+		if !httpguts.ValidHeaderFieldName(name) {
 			v.fail(field, "want an HTTP header name, got %q", name)
 		}
 		if strings.ContainsFunc(g.IntrospectionHeaders[name], func(c rune) bool { return c < ' ' && c != '\t' || c == 0x7f }) {
@@ -448,7 +449,7 @@ func (v *validator) cors() {
 }
 
 func (v *validator) gateway() {
-	if h := v.c.Gateway.UsernameHeader; h != "" && !isHeaderName(h) {
+	if h := v.c.Gateway.UsernameHeader; h != "" && !httpguts.ValidHeaderFieldName(h) {
 		v.fail("gateway.username_header", "want an HTTP header name such as X-Login-User, got %q", h)
 	}
 }
@@ -520,12 +521,6 @@ func (v *validator) envoy() {
 			v.fail("envoy.domains", "%v", e)
 		}
 	}
-}
-
-func isHeaderName(s string) bool {
-	return s != "" && !strings.ContainsFunc(s, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c))
-	})
 }
 
 // Warnings lists what is legal but probably a mistake, for the log at start.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/limiter"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Key parts a policy's Key may name, besides header:NAME and the names of
@@ -86,7 +87,7 @@ func (c *Config) Validate() error {
 	case len(c.HashKey) < MinHashKeyLen:
 		fail("HashKey", "must be at least %d bytes, got %d", MinHashKeyLen, len(c.HashKey))
 	}
-	if c.APIKeyHeader != "" && !isToken(c.APIKeyHeader) {
+	if c.APIKeyHeader != "" && !httpguts.ValidHeaderFieldName(c.APIKeyHeader) {
 		fail("APIKeyHeader", "want an HTTP header name, got %q", c.APIKeyHeader)
 	}
 	for i, p := range c.TrustedProxies {
@@ -363,7 +364,7 @@ func (c *Config) knows(part string) bool {
 		return true
 	}
 	if name, ok := strings.CutPrefix(part, PartHeaderPrefix); ok {
-		return isToken(name)
+		return httpguts.ValidHeaderFieldName(name)
 	}
 	_, ok := c.Parts[part]
 	return ok
@@ -561,13 +562,6 @@ func isBuiltin(part string) bool {
 		return true
 	}
 	return false
-}
-
-// isToken reports whether s is an RFC 9110 token, as header names are.
-func isToken(s string) bool {
-	return s != "" && !strings.ContainsFunc(s, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c))
-	})
 }
 
 func sortedKeys[V any](m map[string]V) []string {
