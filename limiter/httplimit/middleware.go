@@ -77,19 +77,18 @@ func (c *Config) Validate() error {
 // listed twice. It does not validate the policies themselves.
 func ValidateRoutes(routes []Route) error {
 	var errs []error
-	fail := func(field, format string, args ...any) {
-		errs = append(errs, &limiter.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
+	fail := func(format string, args []any, path ...any) {
+		errs = append(errs, limiter.FieldAt(fmt.Sprintf(format, args...), path...))
 	}
 	if len(routes) == 0 {
-		fail("Routes", `empty: the middleware would limit nothing (Route{Pattern: "/*", ...} limits every request)`)
+		fail(`empty: the middleware would limit nothing (Route{Pattern: "/*", ...} limits every request)`, nil, "Routes")
 	}
 	rules := make([]*rule, len(routes))
 	charged := false
 	for i, rt := range routes {
-		field := fmt.Sprintf("Routes[%d]", i)
 		r, err := parseRule(rt.Pattern)
 		if err != nil {
-			fail(field+".Pattern", "%v", err)
+			fail("%v", []any{err}, "Routes", i, "Pattern")
 		} else {
 			rules[i] = &r
 			for j, earlier := range rules[:i] {
@@ -97,30 +96,29 @@ func ValidateRoutes(routes []Route) error {
 					continue
 				}
 				if *earlier == r {
-					fail(field+".Pattern", "duplicate route %q: route %d has it", rt.Pattern, j)
+					fail("duplicate route %q: route %d has it", []any{rt.Pattern, j}, "Routes", i, "Pattern")
 				} else {
-					fail(field+".Pattern", "never matches: route %d (%q) comes first and matches every request it would (first match wins)", j, routes[j].Pattern)
+					fail("never matches: route %d (%q) comes first and matches every request it would (first match wins)", []any{j, routes[j].Pattern}, "Routes", i, "Pattern")
 				}
 				break
 			}
 		}
 		for j, p := range rt.Policies {
-			pf := fmt.Sprintf("%s.Policies[%d]", field, j)
 			if p == nil {
-				fail(pf, "nil policy")
+				fail("nil policy", nil, "Routes", i, "Policies", j)
 				continue
 			}
 			charged = true
 			for _, q := range rt.Policies[:j] {
 				if q != nil && q.Name == p.Name {
-					fail(pf, "policy %q listed twice", p.Name)
+					fail("policy %q listed twice", []any{p.Name}, "Routes", i, "Policies", j)
 					break
 				}
 			}
 		}
 	}
 	if len(routes) > 0 && !charged {
-		fail("Routes", "no route has a policy: the middleware would limit nothing")
+		fail("no route has a policy: the middleware would limit nothing", nil, "Routes")
 	}
 	return errors.Join(errs...)
 }

@@ -1,9 +1,12 @@
 package httplimit_test
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/httplimit"
 )
 
@@ -70,6 +73,33 @@ func TestParseRoute(t *testing.T) {
 	} {
 		if got := httplimit.Covers(tc.a, tc.b); got != tc.covers {
 			t.Errorf("Covers(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.covers)
+		}
+	}
+}
+
+// ValidateRoutes names each refused setting by a path a caller can map onto
+// its own names (the server's config onto routes[i].match) without parsing.
+func TestValidateRoutesPaths(t *testing.T) {
+	p := &limiter.Policy{Name: "p"}
+	err := httplimit.ValidateRoutes([]httplimit.Route{
+		{Pattern: "/a", Policies: []*limiter.Policy{p}},
+		{Pattern: "/a", Policies: []*limiter.Policy{p, nil}},
+	})
+	want := []struct {
+		field string
+		path  []any
+	}{
+		{"Routes[1].Pattern", []any{"Routes", 1, "Pattern"}},
+		{"Routes[1].Policies[1]", []any{"Routes", 1, "Policies", 1}},
+	}
+	got := limiter.Errors(err)
+	if len(got) != len(want) {
+		t.Fatalf("errors %v, want %d", got, len(want))
+	}
+	for i, e := range got {
+		var fe *limiter.FieldError
+		if !errors.As(e, &fe) || fe.Field != want[i].field || !slices.Equal(fe.Path, want[i].path) {
+			t.Errorf("error %d = %#v, want Field %s, Path %v", i, e, want[i].field, want[i].path)
 		}
 	}
 }

@@ -92,7 +92,7 @@ func (c *Config) Validate() error {
 	}
 	for i, p := range c.TrustedProxies {
 		if !p.IsValid() {
-			fail(fmt.Sprintf("TrustedProxies[%d]", i), "invalid prefix")
+			errs = append(errs, limiter.FieldAt("invalid prefix", "TrustedProxies", i))
 		}
 	}
 	for _, name := range sortedKeys(c.Plans) {
@@ -100,33 +100,44 @@ func (c *Config) Validate() error {
 		case name == "":
 			fail("Plans", "a plan name must not be empty")
 		case m < 1:
-			fail(fmt.Sprintf("Plans[%q]", name), "multiplier must be at least 1, got %d", m)
+			errs = append(errs, limiter.FieldAt(fmt.Sprintf("multiplier must be at least 1, got %d", m), "Plans", limiter.MapKey(name)))
 		}
 	}
 	for _, name := range sortedKeys(c.Parts) {
+		reason := ""
 		switch {
 		case c.Parts[name] == nil:
-			fail(fmt.Sprintf("Parts[%q]", name), "nil function")
+			reason = "nil function"
 		case isBuiltin(name) || strings.HasPrefix(name, PartHeaderPrefix):
-			fail(fmt.Sprintf("Parts[%q]", name), "the name of a built-in key part")
+			reason = "the name of a built-in key part"
 		case !limiter.ValidName(name):
-			fail(fmt.Sprintf("Parts[%q]", name), "letters, digits, '_', '-' and '.' only")
+			reason = "letters, digits, '_', '-' and '.' only"
+		}
+		if reason != "" {
+			errs = append(errs, limiter.FieldAt(reason, "Parts", limiter.MapKey(name)))
 		}
 	}
 	if t, ok := c.APIKeys.(Table); ok {
 		for i, key := range sortedKeys(t) {
-			// An API key is a secret: errors name it by position.
-			field := fmt.Sprintf("APIKeys[#%d]", i+1)
+			// An API key is a secret: errors name it by its position in
+			// sorted order, APIKeys[#1] in Field and index 0 in Path.
+			keyErr := func(sub, reason string) {
+				e := &limiter.FieldError{Field: fmt.Sprintf("APIKeys[#%d]", i+1), Path: []any{"APIKeys", i}, Reason: reason}
+				if sub != "" {
+					e.Field, e.Path = e.Field+"."+sub, append(e.Path, sub)
+				}
+				errs = append(errs, e)
+			}
 			k := t[key]
 			if !validAPIKey(key) {
-				fail(field, "an API key is 1 to %d visible ASCII characters", maxAPIKeyLen)
+				keyErr("", fmt.Sprintf("an API key is 1 to %d visible ASCII characters", maxAPIKeyLen))
 			}
 			for _, f := range []struct{ name, value string }{{"Tenant", k.Tenant}, {"Plan", k.Plan}} {
 				switch f.value {
 				case "":
-					fail(field+"."+f.name, "required")
+					keyErr(f.name, "required")
 				case Anonymous:
-					fail(field+"."+f.name, "%q is the %s of requests without a key", Anonymous, strings.ToLower(f.name))
+					keyErr(f.name, fmt.Sprintf("%q is the %s of requests without a key", Anonymous, strings.ToLower(f.name)))
 				}
 			}
 		}
