@@ -206,7 +206,7 @@ func (l *keyed) handler(next http.Handler) http.Handler {
 		}
 		var buf [1]limiter.Decision
 		reqs := [1]limiter.Request{{Policy: l.policy, Key: l.ids.Hash("key", key), Cost: 1}}
-		decisions, ok := l.lim.AppendAllowAll(buf[:0], r.Context(), reqs[:])
+		decisions, ok := l.lim.AppendAllowAll(r.Context(), buf[:0], reqs[:])
 		if !answer(w, r, time.Now(), decisions, ok, nil) {
 			return
 		}

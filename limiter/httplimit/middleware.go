@@ -396,7 +396,7 @@ func (m *Middleware) check(dst []limiter.Decision, ctx context.Context, policies
 	for _, p := range policies {
 		reqs = append(reqs, m.id.Request(p, id, cost))
 	}
-	return m.cfg.Limiter.AppendAllowAll(dst, ctx, reqs)
+	return m.cfg.Limiter.AppendAllowAll(ctx, dst, reqs)
 }
 
 // readUsername reads the login body's username; the error says how to answer.
