@@ -336,7 +336,7 @@ func (m *Middleware) routeKeyPart(r *http.Request, id *identity.Identity, rt *co
 // refused username) when they allow; it reports whether the request may go on.
 func (m *Middleware) charge(w http.ResponseWriter, r *http.Request, id *identity.Identity, policies []*limiter.Policy, userErr *identity.UsernameError) bool {
 	var buf [4]limiter.Decision // a route rarely has more: no allocation
-	decisions, ok := m.check(buf[:0], r.Context(), policies, id, 1)
+	decisions, ok := m.check(r.Context(), buf[:0], policies, id, 1)
 	return answer(w, r, m.cfg.Clock(), decisions, ok, userErr)
 }
 
@@ -380,17 +380,10 @@ func (m *Middleware) compiledFor(rt *Route) *compiled {
 	return nil
 }
 
-// Check charges cost to every policy for id, all or nothing, each scaled by
-// id's plan. It returns the decisions made and whether the request may go on.
-func (m *Middleware) Check(ctx context.Context, policies []*limiter.Policy, id *identity.Identity, cost int64) ([]limiter.Decision, bool) {
-	if len(policies) == 0 {
-		return nil, true
-	}
-	return m.check(make([]limiter.Decision, 0, len(policies)), ctx, policies, id, cost)
-}
-
-// check is Check with the decisions appended to dst, the caller's buffer.
-func (m *Middleware) check(dst []limiter.Decision, ctx context.Context, policies []*limiter.Policy, id *identity.Identity, cost int64) ([]limiter.Decision, bool) {
+// check charges cost to every policy for id, all or nothing, each scaled by
+// id's plan, appending the decisions to dst, the caller's buffer. It
+// reports whether the request may go on.
+func (m *Middleware) check(ctx context.Context, dst []limiter.Decision, policies []*limiter.Policy, id *identity.Identity, cost int64) ([]limiter.Decision, bool) {
 	var stack [4]limiter.Request // a route rarely has more: no allocation
 	reqs := stack[:0]
 	for _, p := range policies {
