@@ -23,9 +23,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/header"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 )
 
@@ -416,7 +416,7 @@ func (s *RateLimitService) response(plans []*planned, decisions [][]limiter.Deci
 	w := &memoryWriter{h: h}
 	switch {
 	case !ok && denied != nil:
-		httplimit.WriteDenied(w, *denied)
+		routelimit.WriteDenied(w, *denied)
 	case refused != "":
 		// Denied as the HTTP doors answer such a value (400): a gateway
 		// failing open would let an error through unlimited.

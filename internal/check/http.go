@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/costgate/costgate/internal/jsonerror"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 	"golang.org/x/net/http/httpguts"
 )
@@ -52,7 +52,7 @@ const (
 type HTTPConfig struct {
 	// Limits is the REST middleware whose routes and policies the check
 	// applies, charged exactly as it charges them.
-	Limits *httplimit.Middleware
+	Limits *routelimit.Middleware
 	// Identity is the Resolver Limits was built with.
 	Identity *identity.Resolver
 	// Gateways are the peers allowed to ask (the config's
@@ -84,7 +84,7 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 		errs = append(errs, &limiter.FieldError{Field: field, Reason: reason})
 	}
 	if cfg.Limits == nil {
-		fail("Limits", "required: the routes and policies to check (httplimit.New)")
+		fail("Limits", "required: the routes and policies to check (routelimit.New)")
 	}
 	if cfg.Identity == nil {
 		fail("Identity", "required: it says who pays")
@@ -151,7 +151,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // check limits orig by route and answers on w.
-func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *httplimit.Route) {
+func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *routelimit.Route) {
 	id, orig, err := h.cfg.Identity.Attach(orig)
 	if err != nil {
 		jsonerror.LookupFailed(w)

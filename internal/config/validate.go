@@ -14,9 +14,9 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/costgate/costgate/internal/check"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/redisstore"
 )
@@ -291,14 +291,14 @@ func (v *validator) routes() {
 	if len(v.c.Routes) == 0 {
 		return
 	}
-	routes := make([]httplimit.Route, len(v.c.Routes))
+	routes := make([]routelimit.Route, len(v.c.Routes))
 	unknown := false
 	for i, rc := range v.c.Routes {
 		field := fmt.Sprintf("routes[%d]", i)
 		routes[i].Pattern = rc.Match
 		if rc.Match == "" {
 			v.fail(field+".match", `required: "METHOD /path" or "/path"`)
-		} else if _, p, prefix, err := httplimit.ParseRoute(rc.Match); err == nil && !prefix && p == v.c.GraphQL.Path {
+		} else if _, p, prefix, err := routelimit.ParseRoute(rc.Match); err == nil && !prefix && p == v.c.GraphQL.Path {
 			v.fail(field+".match", "%s is the GraphQL path: it is configured under graphql, not routes", p)
 		}
 		for j, name := range rc.Policies {
@@ -311,7 +311,7 @@ func (v *validator) routes() {
 			routes[i].Policies = append(routes[i].Policies, &limiter.Policy{Name: name})
 		}
 	}
-	v.library(httplimit.ValidateRoutes(routes), "routes", func(fe *limiter.FieldError) (string, bool) {
+	v.library(routelimit.ValidateRoutes(routes), "routes", func(fe *limiter.FieldError) (string, bool) {
 		p := fe.Path
 		if len(p) < 3 || p[0] != "Routes" {
 			if fe.Field == "Routes" && unknown {

@@ -27,10 +27,10 @@ import (
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/internal/demo"
 	"github.com/costgate/costgate/internal/jsonerror"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/gqlproxy"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/playground"
 )
@@ -181,10 +181,10 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 		r.Use(newCORS(cfg.CORS.AllowedOrigins, cfg.Identity.APIKeyHeader).handler)
 	}
 
-	var rest *httplimit.Middleware
+	var rest *routelimit.Middleware
 	var chk http.Handler
 	if len(cfg.Routes) > 0 {
-		if rest, err = httplimit.New(httplimit.Config{Limiter: st.limiter, Identity: ids, Routes: cfg.HTTPRoutes(policies)}); err != nil {
+		if rest, err = routelimit.New(routelimit.Config{Limiter: st.limiter, Identity: ids, Routes: cfg.HTTPRoutes(policies)}); err != nil {
 			return nil, nil, err
 		}
 		// The same routes for gateways in front of services in any

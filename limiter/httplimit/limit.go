@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/costgate/costgate/internal/jsonerror"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/memstore"
@@ -52,7 +53,7 @@ func KeyByAPIKey(r *http.Request) (string, error) {
 // chi has not routed the request): one count per endpoint, shared by every
 // caller. Combine it with another key through Keys.
 func KeyByEndpoint(r *http.Request) (string, error) {
-	return r.Method + " " + routePattern(r, r.URL.Path), nil
+	return r.Method + " " + routelimit.RoutePattern(r, r.URL.Path), nil
 }
 
 // KeyFromContext keys by the string an earlier middleware stored in the
@@ -108,7 +109,7 @@ func LimitByAPIKey(limit int, period time.Duration, keys identity.Lookup, opts .
 // Limit limits each key that key returns to limit requests per period. The
 // middleware limits every request it sees: under r.With or r.Group it
 // limits that route or group, no Route needed. Each response carries the
-// rate-limit headers; a denial is 429 with Retry-After (WriteDenied).
+// rate-limit headers; a denial is 429 with Retry-After (see the package doc).
 //
 // Limit, LimitByIP and LimitByAPIKey check their arguments when called and
 // panic on a programmer's error (a limit or period below 1, a nil key
@@ -207,7 +208,7 @@ func (l *keyed) handler(next http.Handler) http.Handler {
 		var buf [1]limiter.Decision
 		reqs := [1]limiter.Request{{Policy: l.policy, Key: l.ids.Hash("key", key), Cost: 1}}
 		decisions, ok := l.lim.AppendAllowAll(r.Context(), buf[:0], reqs[:])
-		if !answer(w, r, time.Now(), decisions, ok, nil) {
+		if !routelimit.Answer(w, r, time.Now(), decisions, ok, nil) {
 			return
 		}
 		if l.apiKeys && id.UnknownKey {

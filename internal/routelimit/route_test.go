@@ -1,4 +1,4 @@
-package httplimit_test
+package routelimit_test
 
 import (
 	"errors"
@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/httplimit"
 )
 
 func TestParseRoute(t *testing.T) {
@@ -28,7 +28,7 @@ func TestParseRoute(t *testing.T) {
 			[]string{"PATCH /a/b/", "PATCH /a/b"}, []string{"PATCH /a/b/c"}},
 	} {
 		t.Run(tc.pattern, func(t *testing.T) {
-			method, path, prefix, err := httplimit.ParseRoute(tc.pattern)
+			method, path, prefix, err := routelimit.ParseRoute(tc.pattern)
 			if err != nil {
 				t.Fatalf("ParseRoute error: %v", err)
 			}
@@ -37,24 +37,24 @@ func TestParseRoute(t *testing.T) {
 			}
 			for _, req := range tc.hits {
 				m, p, _ := strings.Cut(req, " ")
-				if !httplimit.Matches(tc.pattern, m, p) {
+				if !routelimit.Matches(tc.pattern, m, p) {
 					t.Errorf("%q does not match %s, want it to", tc.pattern, req)
 				}
 			}
 			for _, req := range tc.miss {
 				m, p, _ := strings.Cut(req, " ")
-				if httplimit.Matches(tc.pattern, m, p) {
+				if routelimit.Matches(tc.pattern, m, p) {
 					t.Errorf("%q matches %s, want it not to", tc.pattern, req)
 				}
 			}
 		})
 	}
 	for _, bad := range []string{"", "api/*", "get /x", "/a/*/b", "/api*", "GET /a b", "/products/{id}", "/a//b", "/a?b", "/a%2fb", "/a;b", `/a\b`} {
-		if _, _, _, err := httplimit.ParseRoute(bad); err == nil {
+		if _, _, _, err := routelimit.ParseRoute(bad); err == nil {
 			t.Errorf("ParseRoute(%q) accepted", bad)
 		}
 	}
-	if !httplimit.Covers("/api/*", "GET /api/products") || httplimit.Covers("GET /api/*", "/api/x") {
+	if !routelimit.Covers("/api/*", "GET /api/products") || routelimit.Covers("GET /api/*", "/api/x") {
 		t.Error("Covers gets shadowing wrong")
 	}
 	// Patterns are compared as requests are: without case or trailing slash.
@@ -71,7 +71,7 @@ func TestParseRoute(t *testing.T) {
 		{"/api/*", "/api/v2/*", true},
 		{"POST /login.json", "POST /login", false},
 	} {
-		if got := httplimit.Covers(tc.a, tc.b); got != tc.covers {
+		if got := routelimit.Covers(tc.a, tc.b); got != tc.covers {
 			t.Errorf("Covers(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.covers)
 		}
 	}
@@ -81,7 +81,7 @@ func TestParseRoute(t *testing.T) {
 // its own names (the server's config onto routes[i].match) without parsing.
 func TestValidateRoutesPaths(t *testing.T) {
 	p := &limiter.Policy{Name: "p"}
-	err := httplimit.ValidateRoutes([]httplimit.Route{
+	err := routelimit.ValidateRoutes([]routelimit.Route{
 		{Pattern: "/a", Policies: []*limiter.Policy{p}},
 		{Pattern: "/a", Policies: []*limiter.Policy{p, nil}},
 	})
