@@ -29,8 +29,8 @@
 // the operation, rejects it over max_cost or the bucket's capacity, charges
 // it, and after execution prices what the response holds and refunds the
 // difference. Package gqlproxy does the same in front of any GraphQL
-// upstream, with the upstream's SDL (complexity.LoadSDL), through [Limiter.Admit]
-// and [Limiter.Finish].
+// upstream, with the upstream's SDL (complexity.LoadSDL), through the same
+// middleware.
 //
 // # Who pays
 //

@@ -64,7 +64,7 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	switch {
 	case rerr == nil:
 		return nil
-	case rerr == ErrDryRun && st.dryRunData:
+	case rerr == errDryRun && st.dryRunData:
 		// rateLimit(dryRun: true): run that field alone, which reads GetStats.
 		rc.Operation = dryRunOperation(rc.Operation, rc.Variables)
 		return nil

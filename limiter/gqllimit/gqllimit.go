@@ -251,10 +251,6 @@ func (l *Limiter) Handler(srv *handler.Server) http.Handler {
 // Config returns the configuration in effect, defaults applied.
 func (l *Limiter) Config() Config { return l.cfg }
 
-// MarkExecutor is called by a handler of costgate's own that admits
-// operations itself through Admit (gqlproxy), in place of the extension.
-func (l *Limiter) MarkExecutor() { l.executor.Store(true) }
-
 func (l *Limiter) pricing() *complexity.Schema {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -265,7 +261,7 @@ func (l *Limiter) pricing() *complexity.Schema {
 // extension through the request context.
 type state struct {
 	lim        *Limiter
-	op         *Operation // the request as the middleware read it; nil until its document parsed
+	op         *operation // the request as the middleware read it; nil until its document parsed
 	doc        *document  // and its document, cached or not
 	id         *identity.Identity
 	dryRun     bool // asked for a dry run: the header, or rateLimit(dryRun: true); stats.DryRun once answered as one
@@ -295,17 +291,6 @@ func (l *Limiter) bucket(st *state) (*limiter.Policy, string) {
 	return st.policy, st.key
 }
 
-type stateKey struct{}
-
-func withState(ctx context.Context, st *state) context.Context {
-	return context.WithValue(ctx, stateKey{}, st)
-}
-
-func stateFrom(ctx context.Context) *state {
-	st, _ := ctx.Value(stateKey{}).(*state)
-	return st
-}
-
 // Error is a GraphQL error costgate answers with, before or instead of
 // execution.
 type Error struct {
@@ -321,18 +306,18 @@ func reject(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrDryRun is what Admit returns for a dry run: priced, nothing charged,
+// errDryRun is what admit returns for a dry run: priced, nothing charged,
 // nothing to execute. It never reaches the client as an error.
-var ErrDryRun = &Error{Status: http.StatusOK, Code: "COSTGATE_DRY_RUN", Message: "dry run: priced, nothing executed"}
+var errDryRun = &Error{Status: http.StatusOK, Code: "COSTGATE_DRY_RUN", Message: "dry run: priced, nothing executed"}
 
 // admit prices a validated operation and charges it. It returns nil when
-// the operation may run, ErrDryRun for a dry run, or the rejection (recorded).
+// the operation may run, errDryRun for a dry run, or the rejection (recorded).
 func (l *Limiter) admit(ctx context.Context, st *state, op *ast.OperationDefinition, vars map[string]any) *Error {
 	rerr := l.price(ctx, st, op, vars)
 	switch {
 	case rerr == nil:
 		st.admitted = true
-	case rerr != ErrDryRun:
+	case rerr != errDryRun:
 		l.rejected(ctx, st, rerr)
 	}
 	return rerr
@@ -372,7 +357,7 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 	if st.dryRun {
 		st.stats.DryRun = true
 		l.peek(ctx, st)
-		return ErrDryRun
+		return errDryRun
 	}
 	if st.stats.Requested > l.cfg.MaxCost {
 		e := &Error{Status: http.StatusBadRequest, Code: CodeMaxCostExceeded,

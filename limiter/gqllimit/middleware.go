@@ -52,6 +52,7 @@ func isJSON(contentType string) bool {
 // them is in place every request is answered 500, with the reason logged:
 // a cost limit that is not applied is never served in silence.
 func (l *Limiter) Middleware(next http.Handler) http.Handler {
+	l.noteExecutor(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !l.installed.Load() && !l.executor.Load() {
 			l.cfg.Logger.Error("costgate: the GraphQL handler does not run costgate's extension: add it with srv.Use(limiter.Extension()), or serve limiter.Handler(srv)")
@@ -154,7 +155,7 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		return nil, r, nil, rerr // it did not parse: no extensions.cost
 	}
 	st := &state{lim: l, doc: doc, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug), register: register}
-	st.op = &Operation{Method: r.Method, Query: query, OperationName: p.OperationName, Variables: p.Variables, Extensions: p.Extensions, Document: doc.doc, doc: doc}
+	st.op = &operation{Method: r.Method, Query: query, OperationName: p.OperationName, Variables: p.Variables, Extensions: p.Extensions, Document: doc.doc, doc: doc}
 	id, r, err := l.cfg.Identity.Attach(r)
 	if err != nil {
 		l.cfg.Logger.Warn("costgate: API key lookup failed", "err", err)
