@@ -29,8 +29,8 @@ const (
 	PartHeaderPrefix = "header:"
 )
 
-// BuiltinParts lists the key parts every Resolver knows, in a stable order.
-func BuiltinParts() []string {
+// builtinParts lists the key parts every Resolver knows, in a stable order.
+func builtinParts() []string {
 	return []string{PartIP, PartAPIKey, PartTenant, PartPlan, PartUsername, PartRoute}
 }
 
@@ -226,11 +226,6 @@ func (id *Identity) Anonymous() bool { return id.APIKey == "" }
 
 type ctxKey struct{}
 
-// NewContext returns ctx carrying id.
-func NewContext(ctx context.Context, id *Identity) context.Context {
-	return context.WithValue(ctx, ctxKey{}, id)
-}
-
 // FromContext returns the identity stored in ctx, or nil.
 func FromContext(ctx context.Context) *Identity {
 	id, _ := ctx.Value(ctxKey{}).(*Identity)
@@ -382,7 +377,7 @@ func (c *Config) knows(part string) bool {
 }
 
 func (c *Config) partList() string {
-	parts := append(BuiltinParts(), "header:NAME")
+	parts := append(builtinParts(), "header:NAME")
 	parts = append(parts, sortedKeys(c.Parts)...)
 	return "one of " + strings.Join(parts, ", ")
 }

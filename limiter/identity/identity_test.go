@@ -150,7 +150,8 @@ func TestNormalizeUsername(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got, err := identity.NormalizeUsername(tc.in)
-		if got != tc.want || (err == nil) != tc.ok || identity.IsTooLong(err) != tc.tooLong {
+		var ue *identity.UsernameError
+		if tooLong := errors.As(err, &ue) && ue.TooLong; got != tc.want || (err == nil) != tc.ok || tooLong != tc.tooLong {
 			t.Errorf("NormalizeUsername(%.20q) = %q, %v; want %q, ok %v, too long %v", tc.in, got, err, tc.want, tc.ok, tc.tooLong)
 		}
 	}
