@@ -1,19 +1,21 @@
 // Package gqlexec joins gqllimit's middleware to an executor of costgate's
 // own (gqlproxy), which runs operations in place of gqlgen and its
 // extension. The middleware keeps each request's state in the context; the
-// executor reaches it through Request. Applications use gqlgen, or
-// gqlproxy, and never need this.
+// executor reaches it through Request. Both answer in one shape (Response).
+// Applications use gqlgen, or gqlproxy, and never need this.
 package gqlexec
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/internal/jsonerror"
 )
 
 // Executor is implemented by a handler that executes operations itself:
@@ -59,6 +61,28 @@ type Request interface {
 	// RefuseAll answers a document that does not validate with its errors,
 	// a rejection with code.
 	RefuseAll(ctx context.Context, w http.ResponseWriter, status int, code string, errs gqlerror.List)
+}
+
+// Response is a GraphQL response body, as costgate writes one.
+type Response struct {
+	Errors     []any           `json:"errors,omitempty"` // *gqlerror.Error, or an upstream's as it wrote it
+	Data       json.RawMessage `json:"data"`
+	Extensions map[string]any  `json:"extensions,omitempty"`
+}
+
+// WriteResponse writes res as JSON with status, never cached.
+func WriteResponse(w http.ResponseWriter, status int, res Response) {
+	jsonerror.WriteJSON(w, status, res)
+}
+
+// ErrorMessage is the message of a gqlparser error (without its location
+// prefix), or err's text.
+func ErrorMessage(err error) string {
+	var ge *gqlerror.Error
+	if errors.As(err, &ge) {
+		return ge.Message
+	}
+	return err.Error()
 }
 
 type key struct{}

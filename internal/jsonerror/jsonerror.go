@@ -1,6 +1,6 @@
 // Package jsonerror writes the JSON error answer every HTTP door of costgate
 // sends: {"error": code, "message": why, ...}, never cached. The GraphQL
-// doors answer in GraphQL's own shape instead (gqllimit.WriteResponse).
+// doors answer in GraphQL's own shape instead (gqlexec.WriteResponse).
 package jsonerror
 
 import (

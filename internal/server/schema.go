@@ -17,6 +17,7 @@ import (
 
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/internal/config"
+	"github.com/costgate/costgate/internal/gqlexec"
 	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/gqlproxy"
 	"github.com/costgate/costgate/limiter/header"
@@ -80,7 +81,7 @@ func (src *schemaSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	src.metrics.rejections.WithLabelValues(gqlproxy.CodeSchemaUnavailable).Inc()
 	w.Header().Set(header.RetryAfter, strconv.Itoa(header.UnavailableRetryAfter))
 	// No limiter runs yet (it is built over the schema): a plain GraphQL error.
-	gqllimit.WriteResponse(w, http.StatusServiceUnavailable, gqllimit.Response{Data: json.RawMessage("null"), Errors: []any{&gqlerror.Error{
+	gqlexec.WriteResponse(w, http.StatusServiceUnavailable, gqlexec.Response{Data: json.RawMessage("null"), Errors: []any{&gqlerror.Error{
 		Message: "the upstream's schema has not been read yet; retry shortly", Extensions: map[string]any{"code": gqlproxy.CodeSchemaUnavailable}}}})
 }
 

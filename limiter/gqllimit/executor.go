@@ -79,7 +79,7 @@ func (r execRequest) Admit(ctx context.Context, w http.ResponseWriter, op *ast.O
 	case rerr == nil:
 		return true
 	case rerr == errDryRun:
-		WriteResponse(w, http.StatusOK, Response{Data: dryRunData(st, op, vars), Extensions: map[string]any{"cost": r.Cost()}})
+		gqlexec.WriteResponse(w, http.StatusOK, gqlexec.Response{Data: dryRunData(st, op, vars), Extensions: map[string]any{"cost": r.Cost()}})
 	default:
 		r.refuse(ctx, w, rerr)
 	}
@@ -121,9 +121,9 @@ func (r execRequest) RefuseAll(ctx context.Context, w http.ResponseWriter, statu
 	if !r.st.admitted {
 		r.st.lim.rejected(ctx, r.st, &Error{Status: status, Code: code})
 	}
-	res := Response{Data: json.RawMessage("null"), Extensions: map[string]any{"cost": r.Cost()}}
+	res := gqlexec.Response{Data: json.RawMessage("null"), Extensions: map[string]any{"cost": r.Cost()}}
 	for _, e := range errs {
 		res.Errors = append(res.Errors, e)
 	}
-	WriteResponse(w, status, res)
+	gqlexec.WriteResponse(w, status, res)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/costgate/costgate/complexity"
-	"github.com/costgate/costgate/internal/jsonerror"
+	"github.com/costgate/costgate/internal/gqlexec"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/header"
 )
@@ -305,14 +305,6 @@ func (l *Limiter) setHeaders(h http.Header, st *state, status int) {
 	}
 }
 
-// response is a GraphQL response body.
-// Response is a GraphQL response body, as costgate writes one.
-type Response struct {
-	Errors     []any           `json:"errors,omitempty"` // *gqlerror.Error, or an upstream's as it wrote it
-	Data       json.RawMessage `json:"data"`
-	Extensions map[string]any  `json:"extensions,omitempty"`
-}
-
 func (e *Error) gqlError() *gqlerror.Error {
 	ext := map[string]any{"code": e.Code}
 	for k, v := range e.Extensions {
@@ -325,24 +317,9 @@ func (e *Error) gqlError() *gqlerror.Error {
 // included once the document parsed: requestedQueryCost when the operation
 // was priced, throttleStatus when the bucket was read.
 func writeError(w http.ResponseWriter, e *Error, st *state) {
-	res := Response{Errors: []any{e.gqlError()}, Data: json.RawMessage("null")}
+	res := gqlexec.Response{Errors: []any{e.gqlError()}, Data: json.RawMessage("null")}
 	if st != nil && st.op != nil {
 		res.Extensions = map[string]any{"cost": st.stats.cost()}
 	}
-	WriteResponse(w, e.Status, res)
-}
-
-// WriteResponse writes res as JSON with status, never cached.
-func WriteResponse(w http.ResponseWriter, status int, res Response) {
-	jsonerror.WriteJSON(w, status, res)
-}
-
-// ErrorMessage is the message of a gqlparser error (without its location
-// prefix), or err's text.
-func ErrorMessage(err error) string {
-	var ge *gqlerror.Error
-	if errors.As(err, &ge) {
-		return ge.Message
-	}
-	return err.Error()
+	gqlexec.WriteResponse(w, e.Status, res)
 }

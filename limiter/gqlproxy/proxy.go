@@ -191,7 +191,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pr := gqlexec.From(ctx)
 	if pr == nil {
 		// Unreachable through New, which wraps the proxy in the middleware.
-		gqllimit.WriteResponse(w, http.StatusInternalServerError, gqllimit.Response{Data: json.RawMessage("null"),
+		gqlexec.WriteResponse(w, http.StatusInternalServerError, gqlexec.Response{Data: json.RawMessage("null"),
 			Errors: []any{&gqlerror.Error{Message: "costgate: the proxy runs inside gqllimit's Middleware", Extensions: map[string]any{"code": gqllimit.CodeInternal}}}})
 		return
 	}
@@ -211,7 +211,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	vars, verr := validator.VariableValues(p.schema, op, pr.Variables())
 	if verr != nil {
-		pr.Refuse(ctx, w, http.StatusBadRequest, gqllimit.CodeValidationFailed, gqllimit.ErrorMessage(verr))
+		pr.Refuse(ctx, w, http.StatusBadRequest, gqllimit.CodeValidationFailed, gqlexec.ErrorMessage(verr))
 		return
 	}
 	if !pr.Admit(ctx, w, op, vars) {
