@@ -99,11 +99,15 @@ func (c *Config) HTTPRoutes(policies map[string]*limiter.Policy) []routelimit.Ro
 	return out
 }
 
+// graphqlModes maps graphql.mode onto gqllimit's mode: measuring is
+// charging in shadow mode.
+var graphqlModes = map[string]limiter.Mode{"": "", "enforce": limiter.Enforce, "measure": limiter.Shadow}
+
 // graphqlLimits is the graphql section as gqllimit's limits.
 func (c *Config) graphqlLimits() gqllimit.Limits {
 	g := c.GraphQL
 	return gqllimit.Limits{
-		Mode:            gqllimit.Mode(g.Mode),
+		Mode:            graphqlModes[g.Mode],
 		MaxCost:         g.MaxCost,
 		MaxDepth:        g.MaxDepth,
 		MaxAliases:      g.MaxAliases,

@@ -374,6 +374,9 @@ func (v *validator) graphql() {
 			v.fail("graphql.policy", "policy %q is a %s", g.Policy, pe.Reason)
 		}
 	}
+	if _, ok := graphqlModes[g.Mode]; !ok {
+		v.fail("graphql.mode", "unknown mode %q (enforce or measure)", g.Mode)
+	}
 	limits := v.c.graphqlLimits()
 	v.library(limits.Validate(), "graphql", func(fe *limiter.FieldError) (string, bool) {
 		p, ok := graphqlFields[fe.Field]

@@ -55,7 +55,7 @@
 // turned away before validation (depth, aliases, fields) are priced from the
 // document as it stands when the pricing can read it; validation failures
 // are not priced. Each rejection is reported to [Config.OnRejection], in
-// [Measure] mode also the ones enforcement would have made, and each
+// measure mode (Mode [limiter.Shadow]) also the ones enforcement would have made, and each
 // operation, with its name, estimated and actual cost and rejection code,
 // to [Config.OnOperation].
 //

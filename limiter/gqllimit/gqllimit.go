@@ -21,18 +21,6 @@ import (
 	"github.com/costgate/costgate/limiter/identity"
 )
 
-// Mode says whether cost limits are enforced.
-type Mode string
-
-const (
-	// Enforce rejects and throttles. The default.
-	Enforce Mode = "enforce"
-	// Measure rejects nothing for cost, depth, aliases, fields or throttling
-	// (body and token limits still apply); the charge runs as in shadow mode,
-	// so metrics and extensions.cost show what enforcement would do.
-	Measure Mode = "measure"
-)
-
 // Defaults of Config's limits, taken when a field is zero.
 const (
 	DefaultMaxCost      = 1000
@@ -66,7 +54,7 @@ type Config struct {
 	OnCost func(kind string, cost int64)
 	// OnRejection, when set, is called once for each operation costgate or
 	// gqlgen refused to run, with its code (errors[0].extensions.code), for
-	// metrics. In Measure mode it is also called, once per operation, with
+	// metrics. In measure mode (Mode limiter.Shadow) it is also called, once per operation, with
 	// the code enforcement would have answered (cost, depth, aliases, fields,
 	// throttling), though the operation runs.
 	OnRejection func(code string)
@@ -104,8 +92,11 @@ type Config struct {
 // Limits are the static limits and the mode. The zero value of each takes
 // its default; a negative one is refused.
 type Limits struct {
-	// Mode is Enforce (default) or Measure.
-	Mode         Mode
+	// Mode is limiter.Enforce (default), or limiter.Shadow to measure:
+	// reject nothing for cost, depth, aliases, fields or throttling (body
+	// and token limits still apply) and charge as a shadow-mode policy, so
+	// that metrics and extensions.cost show what enforcement would do.
+	Mode         limiter.Mode
 	MaxCost      int64 // default 1000
 	MaxDepth     int   // default 15
 	MaxAliases   int   // default 30
@@ -129,9 +120,9 @@ func (c *Limits) Validate() error {
 		errs = append(errs, &limiter.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
 	switch c.Mode {
-	case "", Enforce, Measure:
+	case "", limiter.Enforce, limiter.Shadow:
 	default:
-		fail("Mode", "unknown mode %q (enforce or measure)", c.Mode)
+		fail("Mode", "unknown mode %q (limiter.Enforce or limiter.Shadow)", c.Mode)
 	}
 	for _, f := range []struct {
 		name  string
@@ -211,7 +202,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("gqllimit: %w", err)
 	}
 	if cfg.Mode == "" {
-		cfg.Mode = Enforce
+		cfg.Mode = limiter.Enforce
 	}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -271,7 +262,7 @@ type state struct {
 	admitted   bool   // admitted to run: an error after this is not a rejection
 	rejected   bool   // the rejection was recorded
 	code       string // and its code
-	wouldBe    string // Measure mode: the first rejection enforcement would have answered
+	wouldBe    string // measure mode: the first rejection enforcement would have answered
 	stats      Stats
 	decision   limiter.Decision // the charge (or, when nothing was charged, a peek), for the refund and the headers
 	status     int              // the HTTP status the middleware must answer with
@@ -336,7 +327,7 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 		}
 		return reject(http.StatusBadRequest, CodeValidationFailed, "%v", err)
 	}
-	measure := l.cfg.Mode == Measure
+	measure := l.cfg.Mode == limiter.Shadow
 	st.priced = true
 	st.stats.Requested = max(cost, 1)
 	st.stats.Fields = fields
@@ -443,7 +434,7 @@ func (l *Limiter) rejected(ctx context.Context, st *state, e *Error) {
 	}
 }
 
-// wouldReject records, in Measure mode, the first rejection enforcement
+// wouldReject records, in measure mode, the first rejection enforcement
 // would have answered: counted like a rejection and logged, while the
 // operation goes on.
 func (l *Limiter) wouldReject(st *state, e *Error) {
@@ -470,7 +461,7 @@ func (l *Limiter) peek(ctx context.Context, st *state) {
 	st.stats.HasBucket = true
 	st.stats.Remaining = d.Remaining
 	st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
-	if st.decision.Policy == nil && l.cfg.Mode != Measure && p.EffectiveMode() != limiter.Shadow {
+	if st.decision.Policy == nil && l.cfg.Mode != limiter.Shadow && p.EffectiveMode() != limiter.Shadow {
 		st.decision, st.headers = d, true
 	}
 }

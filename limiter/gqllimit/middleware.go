@@ -177,7 +177,7 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		return st, r, nil, reject(http.StatusMethodNotAllowed, CodeBadRequest, "%s operations must be sent with POST", op.Operation)
 	}
 	if e := l.shape(doc.limits); e != nil {
-		if l.cfg.Mode != Measure {
+		if l.cfg.Mode != limiter.Shadow {
 			l.prePrice(st, doc, p)
 			return st, r, nil, e
 		}
