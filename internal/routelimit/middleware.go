@@ -15,21 +15,14 @@ import (
 	"github.com/costgate/costgate/limiter/identity"
 )
 
-// Config configures a Middleware. Limiter, Identity and at least one Route
-// with a policy are required; the zero value of every other field takes
-// the default its comment gives.
+// Config configures a Middleware: httplimit.Config, whose fields it has
+// and where they are documented, for the doors inside costgate.
 type Config struct {
-	Limiter *limiter.Limiter
-	// Identity says who pays. It may be shared with gqllimit: an identity
-	// resolved by one door is reused by the next (identity.FromContext).
-	Identity *identity.Resolver
-	// Routes are matched in order; the first match applies. A request no
-	// route matches is not limited.
-	Routes []Route
-	// MaxBodyBytes bounds a login body read for its username (default 64 KiB).
+	Limiter      *limiter.Limiter
+	Identity     *identity.Resolver
+	Routes       []Route
 	MaxBodyBytes int64
-	// Clock returns the time for X-RateLimit-Reset (default time.Now).
-	Clock func() time.Time
+	Clock        func() time.Time
 }
 
 // Validate reports every problem of c, joined: each is a *limiter.FieldError
