@@ -4,8 +4,7 @@
 // (REST and login in httplimit, GraphQL in gqllimit, the gateway check
 // service) asks the same [Resolver], so an identity is worked out once per
 // request, stored in its context ([Resolver.Attach], [Resolver.Middleware])
-// and read back ([FromContext])
-// by every later step.
+// and read back by every later step ([FromContext]).
 //
 // # Key parts
 //
