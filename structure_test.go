@@ -28,6 +28,15 @@ func TestLayout(t *testing.T) {
 	if !slices.Contains(deps, "github.com/costgate/costgate/limiter/identity") {
 		t.Error("limiter/gqllimit does not use limiter/identity")
 	}
+	// The gateway check reaches the route limiter through internal/, so that
+	// httplimit exports what an application needs and no more.
+	out, err = exec.Command("go", "list", "-f", "{{join .Imports \" \"}}", "./internal/check").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	if slices.Contains(strings.Fields(string(out)), "github.com/costgate/costgate/limiter/httplimit") {
+		t.Error("internal/check imports limiter/httplimit; want internal/routelimit")
+	}
 	out, err = exec.Command("go", "list", "-f", "{{join .GoFiles \" \"}}", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)

@@ -2,6 +2,8 @@ package limiter
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -29,10 +31,38 @@ func (e *PolicyError) Error() string {
 
 // FieldError is a setting a constructor refused because, as given, it would
 // fail or would limit nothing. Field names the Go field (Config.Routes,
-// Options.MaxKeys); Reason says why.
+// Options.MaxKeys, Routes[1].Pattern); Reason says why.
 type FieldError struct {
-	Field  string
+	Field string
+	// Path is Field step by step, set when Field reaches into a slice or a
+	// map (FieldAt), so that a caller maps it onto names of its own without
+	// parsing Field: a string is a field name, an int a slice index, a
+	// MapKey a map key. Routes[1].Pattern is {"Routes", 1, "Pattern"}.
+	Path   []any
 	Reason string
+}
+
+// MapKey is a map key in a FieldError's Path.
+type MapKey string
+
+// FieldAt returns the FieldError of the setting at path (see
+// FieldError.Path), its Field spelled from the path.
+func FieldAt(reason string, path ...any) *FieldError {
+	var b strings.Builder
+	for _, step := range path {
+		switch s := step.(type) {
+		case int:
+			b.WriteString("[" + strconv.Itoa(s) + "]")
+		case MapKey:
+			b.WriteString("[" + strconv.Quote(string(s)) + "]")
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			fmt.Fprint(&b, s)
+		}
+	}
+	return &FieldError{Field: b.String(), Path: path, Reason: reason}
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }

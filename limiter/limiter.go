@@ -126,12 +126,12 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, key string, cost int64) 
 // A store that implements BatchStore charges them all in one step (one
 // round trip to Redis, whatever the number of policies).
 func (l *Limiter) AllowAll(ctx context.Context, reqs []Request) ([]Decision, bool) {
-	return l.AppendAllowAll(make([]Decision, 0, len(reqs)), ctx, reqs)
+	return l.AppendAllowAll(ctx, make([]Decision, 0, len(reqs)), reqs)
 }
 
 // AppendAllowAll is AllowAll appending the decisions to dst, so that a
 // caller with a buffer of its own (on its stack) allocates nothing for them.
-func (l *Limiter) AppendAllowAll(dst []Decision, ctx context.Context, reqs []Request) ([]Decision, bool) {
+func (l *Limiter) AppendAllowAll(ctx context.Context, dst []Decision, reqs []Request) ([]Decision, bool) {
 	if bs, ok := l.store.(BatchStore); ok && len(reqs) > 1 {
 		ds, ok := l.allowBatch(ctx, bs, reqs)
 		return append(dst, ds...), ok

@@ -106,5 +106,9 @@ type Decision struct {
 	Err error
 }
 
+// HasState reports whether d carries the store's state (Limit, Remaining,
+// ResetAfter): the store made it, or the local fallback did.
+func (d *Decision) HasState() bool { return d.Err == nil || d.Outcome == ErrorLocal }
+
 // ErrNotRefundable is returned when a refund is asked of a window algorithm.
 var ErrNotRefundable = errors.New("limiter: only token_bucket and leaky_bucket policies can be refunded")

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/costgate/costgate/internal/check"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 )
 
@@ -35,7 +35,7 @@ func BenchmarkGatewayCheck(b *testing.B) {
 	}{{"memstore", true}, {"redis", false}} {
 		b.Run(store.name, func(b *testing.B) {
 			p := &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 100_000_000, Period: time.Second, Key: []string{identity.PartIP}}
-			rg := newRig(b, rigOpts{memory: store.memory, routes: []httplimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{p}}}})
+			rg := newRig(b, rigOpts{memory: store.memory, routes: []routelimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{p}}}})
 			ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 			mw := rg.rest.Handler(ok)
 			chk := rg.handler(b, "")

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/costgate/costgate/internal/check"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 )
 
@@ -88,7 +88,7 @@ func TestEnvoyLongAPIKeyChargedToTheAddress(t *testing.T) {
 	}
 	for _, key := range []string{long, strings.Repeat("z", 64<<10), "", "guessed"} {
 		resp := c.call(t, rlsCall("edge", desc("generic_key", "api", "remote_address", client, "api_key", key)))
-		if resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || rawError(t, resp).Error != httplimit.CodeRateLimit {
+		if resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || rawError(t, resp).Error != routelimit.CodeRateLimit {
 			t.Errorf("a %d-byte key once the address is spent: %v %s, want OVER_LIMIT", len(key), resp.GetOverallCode(), resp.GetRawBody())
 		}
 	}
@@ -128,7 +128,7 @@ func TestEnvoyBadUsernameChargedToTheAddress(t *testing.T) {
 	// denied by login_ip, and no username was ever charged.
 	for _, name := range []string{"alice", " ", strings.Repeat("a", 300)} {
 		resp := c.call(t, rlsCall("edge", desc("generic_key", "login", "remote_address", client, "login_user", name)))
-		if e := rawError(t, resp); resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || e.Error != httplimit.CodeRateLimit || e.Policy != "login_ip" {
+		if e := rawError(t, resp); resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || e.Error != routelimit.CodeRateLimit || e.Policy != "login_ip" {
 			t.Errorf("username %q after 10 bad ones: %v %s, want OVER_LIMIT by login_ip", name, resp.GetOverallCode(), resp.GetRawBody())
 		}
 	}
@@ -262,7 +262,7 @@ func TestCheckLongAPIKeyChargedToTheAddress(t *testing.T) {
 // A header part over 4 KiB, or empty, is keyed by the address, as a
 // missing header is: a client cannot make itself new budgets that way.
 func TestCheckLongHeaderPartChargedToTheAddress(t *testing.T) {
-	rg := newRig(t, rigOpts{routes: []httplimit.Route{{Pattern: "/org/*", Policies: []*limiter.Policy{orgPolicy()}}}})
+	rg := newRig(t, rigOpts{routes: []routelimit.Route{{Pattern: "/org/*", Policies: []*limiter.Policy{orgPolicy()}}}})
 	h := rg.handler(t, "")
 	const client = "203.0.113.33"
 	for i, tc := range []struct {

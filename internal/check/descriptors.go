@@ -8,6 +8,7 @@ import (
 
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/identity"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Descriptor is one level of the tree that maps Envoy's descriptors to
@@ -298,7 +299,7 @@ func validEntryPart(p string) bool {
 		return true
 	}
 	name, ok := strings.CutPrefix(p, identity.PartHeaderPrefix)
-	return ok && isToken(name)
+	return ok && httpguts.ValidHeaderFieldName(name)
 }
 
 func contains(list []string, s string) bool {

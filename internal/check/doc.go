@@ -11,7 +11,7 @@
 // X-Forwarded-Method and X-Forwarded-Uri (or X-Original-URI), or, for
 // Envoy's path_prefix, by the check's own method and the path after
 // /v1/check. Its route is matched (the path normalised by
-// httplimit.NormalizePath, the method compared without case) and charged
+// routelimit.NormalizePath, the method compared without case) and charged
 // exactly as httplimit does it;
 // the answer is 200 or 429 with the body and headers of the middleware, and
 // the rate-limit headers on both so that the gateway can copy them to the

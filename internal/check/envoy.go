@@ -23,9 +23,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/header"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 )
 
@@ -114,10 +114,8 @@ func NewRateLimitService(cfg EnvoyConfig) (*RateLimitService, error) {
 
 // planned is one descriptor of a request, matched and resolved.
 type planned struct {
-	policies []*limiter.Policy // scaled by the caller's plan
-	keys     []string
-	cost     int64
-	peek     bool // hits_addend 0: check, charge nothing
+	reqs []limiter.Request // scaled by the caller's plan, keyed for the caller
+	peek bool              // hits_addend 0: check, charge nothing
 	// refused says why a value the client controls cannot be limited by
 	// (an HTTP door answers it 400): the policies that do not key by it
 	// are charged, and the descriptor is OVER_LIMIT whatever they say.
@@ -201,14 +199,13 @@ func (s *RateLimitService) plan(ctx context.Context, root *node, d *rlcommon.Rat
 	if err != nil {
 		return nil, err
 	}
-	p := &planned{cost: cost, peek: peek, refused: refused.reason}
+	p := &planned{peek: peek, refused: refused.reason}
 	policies := leaf.policies
 	if refused.reason != "" {
 		policies = refused.without(policies)
 	}
 	for _, pol := range policies {
-		p.policies = append(p.policies, s.cfg.Identity.PolicyFor(pol, id.Plan))
-		p.keys = append(p.keys, s.cfg.Identity.Key(pol, id))
+		p.reqs = append(p.reqs, s.cfg.Identity.Request(pol, id, cost))
 	}
 	return p, nil
 }
@@ -313,8 +310,8 @@ func (s *RateLimitService) decide(ctx context.Context, plans []*planned) ([][]li
 		if p == nil || !p.peek {
 			continue
 		}
-		for j, pol := range p.policies {
-			d := s.peek(ctx, pol, p.keys[j])
+		for _, r := range p.reqs {
+			d := s.peek(ctx, r.Policy, r.Key)
 			decisions[i] = append(decisions[i], d)
 			if !d.Allowed {
 				return decisions, false
@@ -327,8 +324,8 @@ func (s *RateLimitService) decide(ctx context.Context, plans []*planned) ([][]li
 		if p == nil || p.peek {
 			continue
 		}
-		for j, pol := range p.policies {
-			reqs = append(reqs, limiter.Request{Policy: pol, Key: p.keys[j], Cost: p.cost})
+		for _, r := range p.reqs {
+			reqs = append(reqs, r)
 			owner = append(owner, i)
 		}
 	}
@@ -398,12 +395,12 @@ func (s *RateLimitService) response(plans []*planned, decisions [][]limiter.Deci
 			if !d.Allowed {
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 				denied = d
-				if hasState(d) {
+				if header.Shown(d) {
 					pick = k
 				}
 				break
 			}
-			if hasState(d) && (pick < 0 || d.Remaining < ds[pick].Remaining) {
+			if header.Shown(d) && (pick < 0 || d.Remaining < ds[pick].Remaining) {
 				pick = k
 			}
 		}
@@ -419,7 +416,7 @@ func (s *RateLimitService) response(plans []*planned, decisions [][]limiter.Deci
 	w := &memoryWriter{h: h}
 	switch {
 	case !ok && denied != nil:
-		httplimit.WriteDenied(w, *denied)
+		routelimit.WriteDenied(w, *denied)
 	case refused != "":
 		// Denied as the HTTP doors answer such a value (400): a gateway
 		// failing open would let an error through unlimited.
@@ -431,13 +428,6 @@ func (s *RateLimitService) response(plans []*planned, decisions [][]limiter.Deci
 	}
 	resp.ResponseHeadersToAdd = headerValues(h)
 	return resp
-}
-
-// hasState reports a decision that carries the store's state: neither a
-// shadow-mode policy's (which sends no headers) nor one the store could not
-// make (except the local fallback's).
-func hasState(d *limiter.Decision) bool {
-	return d.Policy != nil && d.Policy.EffectiveMode() != limiter.Shadow && (d.Err == nil || d.Outcome == limiter.ErrorLocal)
 }
 
 // currentLimit describes a policy as Envoy's RateLimit: the quota and window

@@ -20,8 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/costgate/costgate/internal/check"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/redistest"
 )
@@ -195,7 +195,7 @@ func TestEnvoyDescriptorsAllOrNothing(t *testing.T) {
 		t.Errorf("api after the denied call reports %d, want 149 (nothing charged)", got)
 	}
 	var body errorJSON
-	if err := json.Unmarshal(resp.GetRawBody(), &body); err != nil || body.Error != httplimit.CodeRateLimit || body.Policy != "tight" {
+	if err := json.Unmarshal(resp.GetRawBody(), &body); err != nil || body.Error != routelimit.CodeRateLimit || body.Policy != "tight" {
 		t.Errorf("raw_body %q: %v", resp.GetRawBody(), err)
 	}
 	if headerOf(resp, "Retry-After") == "" || headerOf(resp, "X-RateLimit-Remaining") != "0" || headerOf(resp, "Content-Type") != "application/json" {
@@ -301,7 +301,7 @@ func TestEnvoyFailModesAndShadow(t *testing.T) {
 	resp := one("deny")
 	var body errorJSON
 	json.Unmarshal(resp.GetRawBody(), &body)
-	if resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || body.Error != httplimit.CodeUnavailable || headerOf(resp, "Retry-After") != "1" {
+	if resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || body.Error != routelimit.CodeUnavailable || headerOf(resp, "Retry-After") != "1" {
 		t.Errorf("deny, store down: %v (body %s)", resp, resp.GetRawBody())
 	}
 	// local: the in-process fallback grants limit/gateways (4/2) per gateway.

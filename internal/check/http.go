@@ -13,9 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/costgate/costgate/internal/jsonerror"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Path is where the server mounts the forward-auth check; Envoy's
@@ -42,7 +44,7 @@ const MaxURIBytes = 8 << 10
 const (
 	CodeBadRequest    = "bad_request"
 	CodeUntrustedPeer = "untrusted_peer"
-	CodeUnauthorized  = "unauthorized"
+	CodeUnauthorized  = jsonerror.CodeUnauthorized
 )
 
 // HTTPConfig configures a Handler. Limits, Identity and Gateways are
@@ -50,7 +52,7 @@ const (
 type HTTPConfig struct {
 	// Limits is the REST middleware whose routes and policies the check
 	// applies, charged exactly as it charges them.
-	Limits *httplimit.Middleware
+	Limits *routelimit.Middleware
 	// Identity is the Resolver Limits was built with.
 	Identity *identity.Resolver
 	// Gateways are the peers allowed to ask (the config's
@@ -82,7 +84,7 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 		errs = append(errs, &limiter.FieldError{Field: field, Reason: reason})
 	}
 	if cfg.Limits == nil {
-		fail("Limits", "required: the routes and policies to check (httplimit.New)")
+		fail("Limits", "required: the routes and policies to check (routelimit.New)")
 	}
 	if cfg.Identity == nil {
 		fail("Identity", "required: it says who pays")
@@ -90,7 +92,7 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 	if len(cfg.Gateways) == 0 {
 		fail("Gateways", "empty: no gateway could ask (list their addresses in identity.trusted_proxies)")
 	}
-	if cfg.UsernameHeader != "" && !isToken(cfg.UsernameHeader) {
+	if cfg.UsernameHeader != "" && !httpguts.ValidHeaderFieldName(cfg.UsernameHeader) {
 		fail("UsernameHeader", fmt.Sprintf("want an HTTP header name, got %q", cfg.UsernameHeader))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -149,10 +151,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // check limits orig by route and answers on w.
-func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *httplimit.Route) {
+func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *routelimit.Route) {
 	id, orig, err := h.cfg.Identity.Attach(orig)
 	if err != nil {
-		identity.WriteLookupError(w)
+		jsonerror.LookupFailed(w)
 		return
 	}
 	// The route key part: the matched route's path, as the middleware has
@@ -172,7 +174,7 @@ func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *httpli
 		return
 	}
 	if id.UnknownKey {
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "unknown API key")
+		jsonerror.UnknownAPIKey(w)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -332,14 +334,8 @@ func escapedPath(uri string) (string, error) {
 	return raw, nil
 }
 
-// isMethod reports an RFC 9110 token of at most 32 bytes.
-func isMethod(s string) bool { return len(s) <= 32 && isToken(s) }
-
-func isToken(s string) bool {
-	return s != "" && !strings.ContainsFunc(s, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c))
-	})
-}
+// isMethod reports an RFC 9110 token (what a header name is) of at most 32 bytes.
+func isMethod(s string) bool { return len(s) <= 32 && httpguts.ValidHeaderFieldName(s) }
 
 func truncate(s string) string {
 	const max = 64
@@ -349,16 +345,8 @@ func truncate(s string) string {
 	return s
 }
 
-type errorBody struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
-
 func writeError(w http.ResponseWriter, status int, code, message string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(errorBody{Error: code, Message: message})
+	jsonerror.Write(w, status, jsonerror.Body{Error: code, Message: message})
 }
 
 // bufferedWriter holds an answer back so that a denial can leave as 403,
@@ -412,7 +400,7 @@ func RefuseAll(logger *slog.Logger) http.Handler {
 // into ErrorBodyHeader too, so that nginx, which drops the body of a
 // sub-request, can show the client why rather than an empty answer.
 func refuseUntrusted(w http.ResponseWriter, message string) {
-	body, _ := json.Marshal(errorBody{Error: CodeUntrustedPeer, Message: message})
+	body, _ := json.Marshal(jsonerror.Body{Error: CodeUntrustedPeer, Message: message})
 	w.Header().Set(ErrorBodyHeader, string(body))
 	writeError(w, http.StatusForbidden, CodeUntrustedPeer, message)
 }

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/costgate/costgate/internal/check"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/redistest"
 )
@@ -197,7 +197,7 @@ func TestCheckBurst(t *testing.T) {
 			t.Fatalf("%s: status %d, want %d: %s", tc.target, w.Code, tc.status, w.Body)
 		}
 		e := decodeError(t, w)
-		if e.Error != httplimit.CodeRateLimit || e.Policy != "api" || e.RetryAfterSec < 1 {
+		if e.Error != routelimit.CodeRateLimit || e.Policy != "api" || e.RetryAfterSec < 1 {
 			t.Errorf("%s: body %s", tc.target, w.Body)
 		}
 		if got := w.Header().Get("Retry-After"); got != strconv.FormatInt(e.RetryAfterSec, 10) {
@@ -360,7 +360,7 @@ func TestCheckStoreDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := serve(h, nginxCheck("POST", "/login", "203.0.113.7", map[string]string{"X-Login-User": "alice"}))
-	if e := decodeError(t, w); w.Code != 503 || e.Error != httplimit.CodeUnavailable || w.Header().Get("Retry-After") != "1" {
+	if e := decodeError(t, w); w.Code != 503 || e.Error != routelimit.CodeUnavailable || w.Header().Get("Retry-After") != "1" {
 		t.Errorf("login: %d %v %s", w.Code, w.Header(), w.Body)
 	}
 	w = serve(h, nginxCheck("GET", "/api/products", "203.0.113.7", nil))
@@ -374,7 +374,7 @@ func TestCheckStoreDown(t *testing.T) {
 func TestCheckHeaderPartAndShadow(t *testing.T) {
 	perOrg := &limiter.Policy{Name: "per_org", Algorithm: limiter.FixedWindow, Limit: 2, Period: time.Hour, Key: []string{"header:X-Org-Id"}}
 	shadow := &limiter.Policy{Name: "shadow", Algorithm: limiter.TokenBucket, Limit: 1, Period: time.Hour, Key: []string{identity.PartIP}, Mode: limiter.Shadow}
-	rg := newRig(t, rigOpts{routes: []httplimit.Route{
+	rg := newRig(t, rigOpts{routes: []routelimit.Route{
 		{Pattern: "/orgs/*", Policies: []*limiter.Policy{perOrg}},
 		{Pattern: "/shadow", Policies: []*limiter.Policy{shadow}},
 	}})
@@ -402,7 +402,7 @@ func TestCheckHeaderPartAndShadow(t *testing.T) {
 func TestCheckEverySpellingOfALockedRoute(t *testing.T) {
 	perRoute := &limiter.Policy{Name: "per_route", Algorithm: limiter.SlidingLog, Limit: 1000, Period: time.Hour,
 		Key: []string{identity.PartRoute}, OnStoreError: limiter.FailDeny}
-	rg := newRig(t, rigOpts{routes: []httplimit.Route{
+	rg := newRig(t, rigOpts{routes: []routelimit.Route{
 		{Pattern: "POST /login", Policies: []*limiter.Policy{loginIP(), loginUser(), perRoute}},
 	}})
 	h := rg.handler(t, "X-Login-User")
@@ -456,7 +456,7 @@ func TestCheckEverySpellingOfALockedRoute(t *testing.T) {
 func TestCheckLocalFirstPolicy(t *testing.T) {
 	p := apiPolicy()
 	p.Sync = 100 * time.Millisecond
-	rg := newRig(t, rigOpts{routes: []httplimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{p}}}})
+	rg := newRig(t, rigOpts{routes: []routelimit.Route{{Pattern: "/api/*", Policies: []*limiter.Policy{p}}}})
 	h := rg.handler(t, "")
 	allowed := 0
 	for i := range 200 {

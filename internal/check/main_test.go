@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/costgate/costgate/internal/check"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/memstore"
 	"github.com/costgate/costgate/limiter/redisstore"
@@ -61,7 +61,7 @@ var gateway = netip.MustParsePrefix("127.0.0.1/32")
 type rig struct {
 	lim    *limiter.Limiter
 	ids    *identity.Resolver
-	rest   *httplimit.Middleware
+	rest   *routelimit.Middleware
 	client *redis.Client
 	redis  *redistest.Server
 	prefix string
@@ -69,7 +69,7 @@ type rig struct {
 }
 
 type rigOpts struct {
-	routes []httplimit.Route
+	routes []routelimit.Route
 	redis  *redistest.Server // default: the package's server
 	memory bool              // the in-memory store instead of Redis
 }
@@ -114,12 +114,12 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	}
 	routes := o.routes
 	if routes == nil {
-		routes = []httplimit.Route{
+		routes = []routelimit.Route{
 			{Pattern: "POST /login", Policies: []*limiter.Policy{loginIP(), loginUser()}},
 			{Pattern: "/api/*", Policies: []*limiter.Policy{apiPolicy()}},
 		}
 	}
-	rest, err := httplimit.New(httplimit.Config{Limiter: lim, Identity: ids, Routes: routes, Clock: rg.clock.Now})
+	rest, err := routelimit.New(routelimit.Config{Limiter: lim, Identity: ids, Routes: routes, Clock: rg.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

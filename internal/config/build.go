@@ -7,10 +7,10 @@ import (
 
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/internal/check"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/gqlproxy"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 )
 
@@ -89,8 +89,8 @@ func (c *Config) PlanMultiplier(plan string) int64 {
 
 // HTTPRoutes returns the routes with their policies taken from policies
 // (as Policies returns them), in config order.
-func (c *Config) HTTPRoutes(policies map[string]*limiter.Policy) []httplimit.Route {
-	out := make([]httplimit.Route, len(c.Routes))
+func (c *Config) HTTPRoutes(policies map[string]*limiter.Policy) []routelimit.Route {
+	out := make([]routelimit.Route, len(c.Routes))
 	for i, rc := range c.Routes {
 		out[i].Pattern = rc.Match
 		for _, name := range rc.Policies {
@@ -100,11 +100,15 @@ func (c *Config) HTTPRoutes(policies map[string]*limiter.Policy) []httplimit.Rou
 	return out
 }
 
+// graphqlModes maps graphql.mode onto gqllimit's mode: measuring is
+// charging in shadow mode.
+var graphqlModes = map[string]limiter.Mode{"": "", "enforce": limiter.Enforce, "measure": limiter.Shadow}
+
 // graphqlLimits is the graphql section as gqllimit's limits.
 func (c *Config) graphqlLimits() gqllimit.Limits {
 	g := c.GraphQL
 	return gqllimit.Limits{
-		Mode:             gqllimit.Mode(g.Mode),
+		Mode:             graphqlModes[g.Mode],
 		MaxCost:          g.MaxCost,
 		MaxDepth:         g.MaxDepth,
 		MaxAliases:       g.MaxAliases,

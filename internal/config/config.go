@@ -494,7 +494,7 @@ func defaults() *Config {
 		GraphQL: GraphQLConfig{
 			Path:              "/graphql",
 			Policy:            "graphql",
-			Mode:              string(gqllimit.Enforce),
+			Mode:              "enforce",
 			MaxCost:           gqllimit.DefaultMaxCost,
 			DefaultListSize:   complexity.DefaultListSize,
 			MutationCost:      complexity.DefaultMutationCost,

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/httplimit"
 )
 
 func TestDemoConfig(t *testing.T) {
@@ -63,7 +63,7 @@ func TestDemoConfig(t *testing.T) {
 		t.Errorf("LimiterPolicies() differs from the README's demo config")
 	}
 
-	wantRoutes := []httplimit.Route{
+	wantRoutes := []routelimit.Route{
 		{Pattern: "POST /login", Policies: []*limiter.Policy{wantPolicies["login_ip"], wantPolicies["login_user"]}},
 		{Pattern: "/api/*", Policies: []*limiter.Policy{wantPolicies["api"]}},
 	}
@@ -763,7 +763,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Validate of an accepted config: %v", err)
 		}
 		for _, r := range c.HTTPRoutes(c.LimiterPolicies()) {
-			httplimit.Matches(r.Pattern, "GET", "/api/x")
+			routelimit.Matches(r.Pattern, "GET", "/api/x")
 		}
 		if got, want := len(c.TrustedPrefixes()), len(c.Identity.TrustedProxies); got != want {
 			t.Fatalf("TrustedPrefixes has %d entries, trusted_proxies %d", got, want)

@@ -8,15 +8,15 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/costgate/costgate/internal/check"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/redisstore"
 )
@@ -75,19 +75,25 @@ func (v *validator) fail(field, format string, args ...any) {
 	v.errs = append(v.errs, e)
 }
 
-// library reports a library's refusal against the config's field: fields
-// maps each of the library's field names onto the config's path; a field it
-// does not list goes to fallback.
-func (v *validator) library(err error, fallback string, fields func(string) (string, bool)) {
+// reported is the config path a field mapping returns for a library error
+// that repeats one the config reported itself: it is dropped.
+const reported = ""
+
+// library reports a library's refusal against the config's field: field
+// maps each of the library's FieldErrors onto the config's path (reported
+// to drop it); one it does not know goes to fallback.
+func (v *validator) library(err error, fallback string, field func(*limiter.FieldError) (path string, ok bool)) {
 	for _, e := range limiter.Errors(err) {
 		var fe *limiter.FieldError
 		var pe *limiter.PolicyError
 		switch {
 		case errors.As(e, &fe):
-			if path, ok := fields(fe.Field); ok {
-				v.fail(path, "%s", fe.Reason)
-			} else {
+			path, ok := field(fe)
+			switch {
+			case !ok:
 				v.fail(fallback, "%s: %s", fe.Field, fe.Reason)
+			case path != reported:
+				v.fail(path, "%s", fe.Reason)
 			}
 		case errors.As(e, &pe):
 			v.fail(v.c.entryPath("policies", pe.Policy)+"."+pe.Field, "%s", pe.Reason)
@@ -151,8 +157,8 @@ func (v *validator) store() {
 	if s.KeyPrefix == "" {
 		v.fail("store.key_prefix", "must not be empty (default %q)", redisstore.DefaultKeyPrefix)
 	} else {
-		v.library((&redisstore.Options{KeyPrefix: s.KeyPrefix}).Validate(), "store", func(f string) (string, bool) {
-			return "store.key_prefix", f == "KeyPrefix"
+		v.library((&redisstore.Options{KeyPrefix: s.KeyPrefix}).Validate(), "store", func(fe *limiter.FieldError) (string, bool) {
+			return "store.key_prefix", fe.Field == "KeyPrefix"
 		})
 	}
 	r := s.Redis
@@ -230,27 +236,31 @@ func (v *validator) identity() {
 		cfg.HashKey = make([]byte, identity.MinHashKeyLen)
 	}
 	keys := sortedKeys(id.APIKeys)
-	v.library(cfg.Validate(), "identity", func(f string) (string, bool) {
-		switch {
-		case f == "HashKey":
+	v.library(cfg.Validate(), "identity", func(fe *limiter.FieldError) (string, bool) {
+		switch fe.Field {
+		case "HashKey":
 			return "identity.hash_key", true
-		case f == "APIKeyHeader":
+		case "APIKeyHeader":
 			return "identity.api_key_header", true
-		case strings.HasPrefix(f, "Plans["):
-			name, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(f, "Plans["), "]"))
-			return v.c.entryPath("plans", name), err == nil
-		case f == "Plans":
+		case "Plans":
 			return "plans", true
-		case strings.HasPrefix(f, "APIKeys[#"):
+		}
+		switch p := fe.Path; {
+		case len(p) == 2 && p[0] == "Plans":
+			name, ok := p[1].(limiter.MapKey)
+			return v.c.entryPath("plans", string(name)), ok
+		case len(p) >= 2 && p[0] == "APIKeys":
 			// identity numbers the keys in sorted order; the file names them
 			// by position: map one onto the other without naming the secret.
-			rest := strings.TrimPrefix(f, "APIKeys[#")
-			num, sub, _ := strings.Cut(rest, "]")
-			n, err := strconv.Atoi(num)
-			if err != nil || n < 1 || n > len(keys) {
+			n, ok := p[1].(int)
+			if !ok || n < 0 || n >= len(keys) {
 				return "", false
 			}
-			return v.c.entryPath("identity.api_keys", keys[n-1]) + strings.ToLower(sub), true
+			path := v.c.entryPath("identity.api_keys", keys[n])
+			if len(p) == 3 {
+				path += "." + strings.ToLower(fmt.Sprint(p[2]))
+			}
+			return path, true
 		}
 		return "", false
 	})
@@ -273,7 +283,7 @@ func (v *validator) policies() {
 			v.fail(field, "policy names are %s", pe.Reason)
 			continue
 		}
-		v.library(err, field, func(string) (string, bool) { return "", false })
+		v.library(err, field, func(*limiter.FieldError) (string, bool) { return "", false })
 	}
 }
 
@@ -281,14 +291,14 @@ func (v *validator) routes() {
 	if len(v.c.Routes) == 0 {
 		return
 	}
-	routes := make([]httplimit.Route, len(v.c.Routes))
+	routes := make([]routelimit.Route, len(v.c.Routes))
 	unknown := false
 	for i, rc := range v.c.Routes {
 		field := fmt.Sprintf("routes[%d]", i)
 		routes[i].Pattern = rc.Match
 		if rc.Match == "" {
 			v.fail(field+".match", `required: "METHOD /path" or "/path"`)
-		} else if _, p, prefix, err := httplimit.ParseRoute(rc.Match); err == nil && !prefix && p == v.c.GraphQL.Path {
+		} else if _, p, prefix, err := routelimit.ParseRoute(rc.Match); err == nil && !prefix && p == v.c.GraphQL.Path {
 			v.fail(field+".match", "%s is the GraphQL path: it is configured under graphql, not routes", p)
 		}
 		for j, name := range rc.Policies {
@@ -301,46 +311,31 @@ func (v *validator) routes() {
 			routes[i].Policies = append(routes[i].Policies, &limiter.Policy{Name: name})
 		}
 	}
-	err := httplimit.ValidateRoutes(routes)
-	if unknown {
-		// "no route has a policy" would only echo the unknown names above,
-		// and on an earlier line, so it would be read first.
-		err = withoutField(err, "Routes")
-	}
-	v.library(err, "routes", func(f string) (string, bool) {
-		if f == "Routes" {
-			return "routes", true
-		}
-		var i, j int
-		if n, _ := fmt.Sscanf(f, "Routes[%d].Pattern", &i); n == 1 && strings.HasSuffix(f, ".Pattern") {
-			if v.c.Routes[i].Match == "" {
-				return "", false // reported above
+	v.library(routelimit.ValidateRoutes(routes), "routes", func(fe *limiter.FieldError) (string, bool) {
+		p := fe.Path
+		if len(p) < 3 || p[0] != "Routes" {
+			if fe.Field == "Routes" && unknown {
+				// "no route has a policy" would only echo the unknown names
+				// above, and on an earlier line, so it would be read first.
+				return reported, true
 			}
-			return fmt.Sprintf("routes[%d].match", i), true
+			return "routes", fe.Field == "Routes"
 		}
-		if n, _ := fmt.Sscanf(f, "Routes[%d].Policies[%d]", &i, &j); n == 2 {
+		i, _ := p[1].(int)
+		switch {
+		case len(p) == 3 && p[2] == "Pattern" && v.c.Routes[i].Match == "":
+			return reported, true // a missing match
+		case len(p) == 3 && p[2] == "Pattern":
+			return fmt.Sprintf("routes[%d].match", i), true
+		case len(p) == 4 && p[2] == "Policies":
+			j, _ := p[3].(int)
 			if routes[i].Policies[j] == nil {
-				return "", false // an unknown name, reported above
+				return reported, true // an unknown name
 			}
 			return fmt.Sprintf("routes[%d].policies[%d]", i, j), true
 		}
 		return "", false
 	})
-	// An unknown name and a missing match are reported above; drop their echo.
-	v.errs = slices.DeleteFunc(v.errs, func(e *Error) bool { return e.Field == "routes" && strings.HasPrefix(e.Reason, "Routes[") })
-}
-
-// withoutField is err without the library's FieldErrors on field.
-func withoutField(err error, field string) error {
-	var keep []error
-	for _, e := range limiter.Errors(err) {
-		var fe *limiter.FieldError
-		if errors.As(e, &fe) && fe.Field == field {
-			continue
-		}
-		keep = append(keep, e)
-	}
-	return errors.Join(keep...)
 }
 
 // known lists the defined policies for an "unknown policy" message.
@@ -380,9 +375,12 @@ func (v *validator) graphql() {
 			v.fail("graphql.policy", "policy %q is a %s", g.Policy, pe.Reason)
 		}
 	}
+	if _, ok := graphqlModes[g.Mode]; !ok {
+		v.fail("graphql.mode", "unknown mode %q (enforce or measure)", g.Mode)
+	}
 	limits := v.c.graphqlLimits()
-	v.library(limits.Validate(), "graphql", func(f string) (string, bool) {
-		p, ok := graphqlFields[f]
+	v.library(limits.Validate(), "graphql", func(fe *limiter.FieldError) (string, bool) {
+		p, ok := graphqlFields[fe.Field]
 		return p, ok
 	})
 	for _, f := range []struct {
@@ -418,7 +416,7 @@ func (v *validator) graphql() {
 	}
 	for _, name := range sortedKeys(g.IntrospectionHeaders) {
 		field := v.c.entryPath("graphql.introspection_headers", name)
-		if !isHeaderName(name) {
+		if !httpguts.ValidHeaderFieldName(name) {
 			v.fail(field, "want an HTTP header name, got %q", name)
 		}
 		if strings.ContainsFunc(g.IntrospectionHeaders[name], func(c rune) bool { return c < ' ' && c != '\t' || c == 0x7f }) {
@@ -449,7 +447,7 @@ func (v *validator) cors() {
 }
 
 func (v *validator) gateway() {
-	if h := v.c.Gateway.UsernameHeader; h != "" && !isHeaderName(h) {
+	if h := v.c.Gateway.UsernameHeader; h != "" && !httpguts.ValidHeaderFieldName(h) {
 		v.fail("gateway.username_header", "want an HTTP header name such as X-Login-User, got %q", h)
 	}
 }
@@ -521,12 +519,6 @@ func (v *validator) envoy() {
 			v.fail("envoy.domains", "%v", e)
 		}
 	}
-}
-
-func isHeaderName(s string) bool {
-	return s != "" && !strings.ContainsFunc(s, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c))
-	})
 }
 
 // Warnings lists what is legal but probably a mistake, for the log at start.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/limiter/header"
 )
 
@@ -47,7 +48,7 @@ func (c *cors) handler(next http.Handler) http.Handler {
 		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
 		if !c.allowed(origin) {
 			if preflight {
-				writeJSON(w, http.StatusForbidden, map[string]string{"error": "cors_forbidden", "message": "origin " + origin + " may not call this server"})
+				jsonerror.Write(w, http.StatusForbidden, jsonerror.Body{Error: "cors_forbidden", Message: "origin " + origin + " may not call this server"})
 				return
 			}
 			next.ServeHTTP(w, r) // served, but the browser will not show it to the page

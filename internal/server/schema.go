@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -12,9 +13,11 @@ import (
 	"time"
 
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/internal/config"
+	"github.com/costgate/costgate/internal/gqlexec"
 	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/gqlproxy"
 	"github.com/costgate/costgate/limiter/header"
@@ -77,8 +80,9 @@ func (src *schemaSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	src.metrics.rejections.WithLabelValues(gqlproxy.CodeSchemaUnavailable).Inc()
 	w.Header().Set(header.RetryAfter, strconv.Itoa(header.UnavailableRetryAfter))
-	gqllimit.WriteError(r.Context(), w, &gqllimit.Error{Status: http.StatusServiceUnavailable, Code: gqlproxy.CodeSchemaUnavailable,
-		Message: "the upstream's schema has not been read yet; retry shortly"})
+	// No limiter runs yet (it is built over the schema): a plain GraphQL error.
+	gqlexec.WriteResponse(w, http.StatusServiceUnavailable, gqlexec.Response{Data: json.RawMessage("null"), Errors: []any{&gqlerror.Error{
+		Message: "the upstream's schema has not been read yet; retry shortly", Extensions: map[string]any{"code": gqlproxy.CodeSchemaUnavailable}}}})
 }
 
 // isReady reports whether a schema was read.

@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -28,10 +27,11 @@ import (
 	"github.com/costgate/costgate/internal/check"
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/internal/demo"
+	"github.com/costgate/costgate/internal/jsonerror"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/gqlproxy"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/playground"
 )
@@ -207,10 +207,10 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 		r.Use(newCORS(cfg.CORS.AllowedOrigins, cfg.Identity.APIKeyHeader).handler)
 	}
 
-	var rest *httplimit.Middleware
+	var rest *routelimit.Middleware
 	var chk http.Handler
 	if len(cfg.Routes) > 0 {
-		if rest, err = httplimit.New(httplimit.Config{Limiter: st.limiter, Identity: ids, Routes: cfg.HTTPRoutes(policies)}); err != nil {
+		if rest, err = routelimit.New(routelimit.Config{Limiter: st.limiter, Identity: ids, Routes: cfg.HTTPRoutes(policies)}); err != nil {
 			return nil, nil, err
 		}
 		// The same routes for gateways in front of services in any
@@ -252,7 +252,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 		r.Handle("/assets/*", pg)
 	}
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		jsonerror.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz(cfg.TrustedPrefixes()))
 	r.Handle("/metrics", s.metrics.handler())
@@ -271,7 +271,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 		})
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "not_found", "message": "no such route"})
+		jsonerror.Write(w, http.StatusNotFound, jsonerror.Body{Error: "not_found", Message: "no such route"})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		// chi knows only the standard methods; Envoy's path_prefix check
@@ -280,7 +280,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 			chk.ServeHTTP(w, r)
 			return
 		}
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method_not_allowed", "message": r.Method + " is not allowed here"})
+		jsonerror.Write(w, http.StatusMethodNotAllowed, jsonerror.Body{Error: "method_not_allowed", Message: r.Method + " is not allowed here"})
 	})
 	return r, rls, nil
 }
@@ -370,14 +370,14 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.serving.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
+			jsonerror.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "stopping"})
 			return
 		}
 		s.mu.Lock()
 		st, schemas := s.state, s.schemas
 		s.mu.Unlock()
 		if schemas != nil && !schemas.isReady() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "waiting for the upstream's schema"})
+			jsonerror.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "waiting for the upstream's schema"})
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*limiter.DefaultTimeout)
@@ -386,7 +386,7 @@ func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
 		if !seesStoreDetails(r.RemoteAddr, trusted) {
 			health.Nodes = nil
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": health})
+		jsonerror.WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": health})
 	}
 }
 
@@ -395,10 +395,4 @@ func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
 func seesStoreDetails(remoteAddr string, trusted []netip.Prefix) bool {
 	ap, err := netip.ParseAddrPort(remoteAddr)
 	return err == nil && ap.Addr().Unmap().IsLoopback() || identity.PeerIn(remoteAddr, trusted)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
 }

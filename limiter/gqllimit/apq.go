@@ -50,7 +50,7 @@ func (l *Limiter) persisted(ctx context.Context, p *params) (query, hash string,
 }
 
 // register keeps a persisted query whose operation was charged (or, in
-// Measure mode, admitted): a query refused before its charge, by validation
+// measure mode, admitted): a query refused before its charge, by validation
 // or a limit, never takes a place in the cache.
 func (l *Limiter) register(ctx context.Context, hash, query string) {
 	if hash != "" && l.cfg.PersistedQueries != nil {

@@ -29,8 +29,8 @@
 // the operation, rejects it over max_cost or the bucket's capacity, charges
 // it, and after execution prices what the response holds and refunds the
 // difference. Package gqlproxy does the same in front of any GraphQL
-// upstream, with the upstream's SDL (complexity.LoadSDL), through [Limiter.Admit]
-// and [Limiter.Finish].
+// upstream, with the upstream's SDL (complexity.LoadSDL), through the same
+// middleware.
 //
 // # Who pays
 //
@@ -55,7 +55,7 @@
 // turned away before validation (depth, aliases, fields) are priced from the
 // document as it stands when the pricing can read it; validation failures
 // are not priced. Each rejection is reported to [Config.OnRejection], in
-// [Measure] mode also the ones enforcement would have made, and each
+// measure mode (Mode [limiter.Shadow]) also the ones enforcement would have made, and each
 // operation, with its name, estimated and actual cost and rejection code,
 // to [Config.OnOperation].
 //

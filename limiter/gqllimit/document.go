@@ -11,6 +11,7 @@ import (
 	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/internal/gqlexec"
 )
 
 type docKey struct{ query, operationName string }
@@ -60,7 +61,7 @@ func (l *Limiter) document(query, operationName string) (*document, *Error) {
 		if strings.Contains(err.Error(), "exceeded token limit") {
 			return nil, reject(http.StatusBadRequest, CodeMaxTokensExceeded, "the document has more than %d tokens", l.cfg.MaxTokens)
 		}
-		return nil, &Error{Status: http.StatusBadRequest, Code: CodeParseFailed, Message: ErrorMessage(err)}
+		return nil, &Error{Status: http.StatusBadRequest, Code: CodeParseFailed, Message: gqlexec.ErrorMessage(err)}
 	}
 	d := &document{doc: doc}
 	d.limits, d.measureErr = complexity.Measure(doc, operationName)

@@ -2,7 +2,6 @@ package gqllimit
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"time"
 
@@ -103,15 +102,14 @@ func introspects(op *ast.OperationDefinition, vars map[string]any) bool {
 	return found
 }
 
-// DryRunData is the "data" of a dry run, for an executor that answers it
+// dryRunData is the "data" of a dry run, for an executor that answers it
 // itself (gqlproxy): null for the Costgate-Dry-Run header; for
 // rateLimit(dryRun: true), each root rateLimit field under its response key,
 // in GitHub's shape, with what costgate knows (cost, limit, remaining,
 // resetAt, used, __typename) and null for any other field it selects. The
 // other root fields are left out, as the embedded example API leaves them.
-func DryRunData(ctx context.Context, op *ast.OperationDefinition, vars map[string]any) json.RawMessage {
-	st := stateFrom(ctx)
-	if st == nil || !st.dryRunData {
+func dryRunData(st *state, op *ast.OperationDefinition, vars map[string]any) json.RawMessage {
+	if !st.dryRunData {
 		return json.RawMessage("null")
 	}
 	s := st.stats

@@ -5,103 +5,132 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/internal/gqlexec"
 )
 
-// Operation is a GraphQL request as the middleware read it: parsed, and
+// operation is a GraphQL request as the middleware read it: parsed, and
 // checked against the limits that come before validation (body, tokens,
 // depth, aliases, fields), not yet validated.
-type Operation struct {
+type operation struct {
 	Method        string // GET or POST
 	Query         string
 	OperationName string
 	Variables     map[string]any
 	Extensions    json.RawMessage
 	// Document is the parsed document, shared with every request that sends
-	// the same text: read it, never change it (validate a copy of your own,
-	// kept with Derived).
+	// the same text: read it, never change it.
 	Document *ast.QueryDocument
 
 	doc *document
 }
 
-// Derived returns what build returns for this operation's document: built
-// by the first request that sends this text and operation name, and kept
-// with the document in the middleware's cache for the requests that send it
-// again (built each time when the document is not cached). An executor
-// keeps there what it works out from the document alone, read-only once
-// built: gqlproxy keeps its validated copy and the query it forwards.
-func (o *Operation) Derived(build func() any) any {
-	if o.doc == nil {
+// withState returns ctx carrying st, for the extension and for an executor
+// of costgate's own (gqlexec.From).
+func withState(ctx context.Context, st *state) context.Context {
+	return gqlexec.NewContext(ctx, execRequest{st})
+}
+
+func stateFrom(ctx context.Context) *state {
+	if r, ok := gqlexec.From(ctx).(execRequest); ok {
+		return r.st
+	}
+	// An operation a websocket connection started keeps its state in
+	// gqlgen's operation context.
+	if connectionFrom(ctx) == nil || !graphql.HasOperationContext(ctx) {
+		return nil
+	}
+	st, _ := graphql.GetOperationContext(ctx).Stats.GetExtension(extensionName).(*state)
+	return st
+}
+
+// execRequest is a request's state as an executor of costgate's own
+// (gqlproxy) sees it: see gqlexec.Request.
+type execRequest struct{ st *state }
+
+var _ gqlexec.Request = execRequest{}
+
+// noteExecutor marks l as served by next when next executes operations
+// itself, in place of gqlgen's extension.
+func (l *Limiter) noteExecutor(next http.Handler) {
+	if _, ok := next.(gqlexec.Executor); ok {
+		l.executor.Store(true)
+	}
+}
+
+func (r execRequest) Method() string              { return r.st.op.Method }
+func (r execRequest) Query() string               { return r.st.op.Query }
+func (r execRequest) OperationName() string       { return r.st.op.OperationName }
+func (r execRequest) Variables() map[string]any   { return r.st.op.Variables }
+func (r execRequest) Extensions() json.RawMessage { return r.st.op.Extensions }
+
+// Derived keeps what build returns with the document in the middleware's
+// cache, for the requests that send it again (built each time when the
+// document is not cached).
+func (r execRequest) Derived(build func() any) any {
+	d := r.st.op.doc
+	if d == nil {
 		return build()
 	}
-	o.doc.derivedOnce.Do(func() { o.doc.derived = build() })
-	return o.doc.derived
+	d.derivedOnce.Do(func() { d.derived = build() })
+	return d.derived
 }
 
-// OperationFrom returns the operation of the request ctx belongs to, as the
-// middleware read it, or nil outside the middleware.
-func OperationFrom(ctx context.Context) *Operation {
-	if st := stateFrom(ctx); st != nil {
-		return st.op
+func (r execRequest) Admit(ctx context.Context, w http.ResponseWriter, op *ast.OperationDefinition, vars map[string]any) bool {
+	st := r.st
+	switch rerr := st.lim.admit(ctx, st, op, vars); {
+	case rerr == nil:
+		return true
+	case rerr == errDryRun:
+		gqlexec.WriteResponse(w, http.StatusOK, gqlexec.Response{Data: dryRunData(st, op, vars), Extensions: map[string]any{"cost": r.Cost()}})
+	default:
+		r.refuse(ctx, w, rerr)
 	}
-	return nil
+	return false
 }
 
-// The methods below let a handler of costgate's own execute operations in
-// place of gqlgen (package gqlproxy does): it validates the operation, calls
-// Admit, runs it, calls Finish with what came back, and answers with
-// CostOf(ctx) in extensions.cost. Call MarkExecutor once when building it.
-
-// Admit prices a validated operation and charges the caller. It returns nil
-// when the operation may run, ErrDryRun for a dry run, or the rejection; the
-// middleware answers with the rejection's Status and the rate-limit headers.
-func (l *Limiter) Admit(ctx context.Context, op *ast.OperationDefinition, vars map[string]any) *Error {
-	st := stateFrom(ctx)
-	if st == nil {
-		return reject(http.StatusInternalServerError, CodeInternal, "costgate: Admit outside gqllimit's Middleware")
-	}
-	return l.admit(ctx, st, op, vars)
+func (r execRequest) ActualCounter(op *ast.OperationDefinition, vars map[string]any) (*complexity.ActualCounter, error) {
+	return r.st.lim.pricing().NewActualCounter(op, vars)
 }
 
-// Finish prices what an admitted operation returned (data is the
-// response's "data" member; nil when nothing came back, which refunds all
-// but 1) and refunds requested − actual.
-func (l *Limiter) Finish(ctx context.Context, op *ast.OperationDefinition, vars map[string]any, data []byte) {
-	if st := stateFrom(ctx); st != nil {
-		l.finish(ctx, st, op, vars, data)
-	}
+func (r execRequest) FinishCost(ctx context.Context, actual int64, err error) {
+	r.st.lim.finishCost(ctx, r.st, actual, err)
 }
 
-// CostOf returns extensions.cost of the operation ctx belongs to, with what
-// is known (requestedQueryCost once priced), or nil outside the middleware.
-func CostOf(ctx context.Context) *Cost {
-	if st := stateFrom(ctx); st != nil && st.op != nil {
-		return st.stats.cost()
+func (r execRequest) FinishFailed(ctx context.Context) { r.st.lim.finishFailed(ctx, r.st) }
+
+func (r execRequest) Cost() any {
+	if r.st.op == nil {
+		return nil
 	}
-	return nil
+	return r.st.stats.cost()
 }
 
-// Reject records that the operation ctx belongs to was refused with code and
-// status before it ran, for an executor that writes the answer itself
-// (gqlproxy, for the list of validation errors): it is counted
-// (Config.OnRejection), the middleware answers with status, and CostOf then
-// holds the caller's bucket. WriteError does the same for one error.
-func Reject(ctx context.Context, status int, code string) {
-	if st := stateFrom(ctx); st != nil && !st.admitted {
-		st.lim.rejected(ctx, st, &Error{Status: status, Code: code})
-	}
+func (r execRequest) Refuse(ctx context.Context, w http.ResponseWriter, status int, code, message string) {
+	r.refuse(ctx, w, &Error{Status: status, Code: code, Message: message})
 }
 
-// WriteError answers with a GraphQL error response, status e.Status, and
-// extensions.cost once the document parsed. An error for an operation that
-// was not admitted (Admit did not return nil) is a rejection: it is counted
-// (Config.OnRejection) and the answer reads the caller's bucket for
-// throttleStatus. After Admit let it run, it is not (an upstream failure).
-func WriteError(ctx context.Context, w http.ResponseWriter, e *Error) {
-	st := stateFrom(ctx)
-	if st != nil && !st.admitted {
-		st.lim.rejected(ctx, st, e)
+// refuse answers e; an error for an operation that was not admitted is a
+// rejection: counted (Config.OnRejection), and the answer reads the
+// caller's bucket for throttleStatus.
+func (r execRequest) refuse(ctx context.Context, w http.ResponseWriter, e *Error) {
+	if !r.st.admitted {
+		r.st.lim.rejected(ctx, r.st, e)
 	}
-	writeError(w, e, st)
+	writeError(w, e, r.st)
+}
+
+func (r execRequest) RefuseAll(ctx context.Context, w http.ResponseWriter, status int, code string, errs gqlerror.List) {
+	if !r.st.admitted {
+		r.st.lim.rejected(ctx, r.st, &Error{Status: status, Code: code})
+	}
+	res := gqlexec.Response{Data: json.RawMessage("null"), Extensions: map[string]any{"cost": r.Cost()}}
+	for _, e := range errs {
+		res.Errors = append(res.Errors, e)
+	}
+	gqlexec.WriteResponse(w, status, res)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/internal/gqlexec"
 	"github.com/costgate/costgate/internal/gqltest"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
@@ -39,13 +40,12 @@ func TestOperationDerived(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gl.MarkExecutor()
 			var builds atomic.Int64
-			h := gl.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				op := gqllimit.OperationFrom(r.Context())
-				got := op.Derived(func() any { builds.Add(1); return op.Query + "#" + op.OperationName })
-				if got != op.Query+"#"+op.OperationName {
-					t.Errorf("Derived = %v for %q", got, op.Query)
+			h := gl.Middleware(executor(func(w http.ResponseWriter, r *http.Request) {
+				op := gqlexec.From(r.Context())
+				got := op.Derived(func() any { builds.Add(1); return op.Query() + "#" + op.OperationName() })
+				if got != op.Query()+"#"+op.OperationName() {
+					t.Errorf("Derived = %v for %q", got, op.Query())
 				}
 				w.Write([]byte(`{"data":null}`))
 			}))
@@ -61,3 +61,9 @@ func TestOperationDerived(t *testing.T) {
 		})
 	}
 }
+
+// executor is a handler that executes operations itself (gqlexec.Executor).
+type executor func(http.ResponseWriter, *http.Request)
+
+func (e executor) ServeHTTP(w http.ResponseWriter, r *http.Request) { e(w, r) }
+func (executor) ExecutesOperations()                                {}

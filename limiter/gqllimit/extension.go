@@ -89,13 +89,13 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 		return rerr.gqlError()
 	}
 	rerr := e.l.admit(ctx, st, rc.Operation, rc.Variables)
-	if rerr != nil && rerr != ErrDryRun {
+	if rerr != nil && rerr != errDryRun {
 		e.l.ended(st) // refused: nothing runs
 	}
 	switch {
 	case rerr == nil:
 		return nil
-	case rerr == ErrDryRun && st.dryRunData:
+	case rerr == errDryRun && st.dryRunData:
 		// rateLimit(dryRun: true): run that field alone, which reads GetStats.
 		rc.Operation = dryRunOperation(rc.Operation, rc.Variables)
 		return nil

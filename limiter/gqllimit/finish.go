@@ -2,33 +2,22 @@ package gqllimit
 
 import (
 	"context"
-
-	"github.com/vektah/gqlparser/v2/ast"
-
-	"github.com/costgate/costgate/complexity"
 )
 
-// ActualCounter returns a counter of op's actual cost, for an executor that
-// prices the reply as it streams it (gqlproxy) and then calls FinishCost.
-func (l *Limiter) ActualCounter(op *ast.OperationDefinition, vars map[string]any) (*complexity.ActualCounter, error) {
-	return l.pricing().NewActualCounter(op, vars)
-}
-
-// FinishCost is Finish for an executor that priced what the operation
-// returned itself: actual, or err when it could not be priced (then nothing
-// is refunded).
-func (l *Limiter) FinishCost(ctx context.Context, actual int64, err error) {
-	if st := stateFrom(ctx); st != nil && st.priced && !st.dryRun {
+// finishCost settles an operation whose executor priced what it returned
+// itself (gqlproxy): actual, or err when it could not be priced (then
+// nothing is refunded).
+func (l *Limiter) finishCost(ctx context.Context, st *state, actual int64, err error) {
+	if st.priced && !st.dryRun {
 		l.settle(ctx, st, actual, err)
 	}
 }
 
-// FinishFailed records an admitted operation that returned nothing (its
+// finishFailed records an admitted operation that returned nothing (its
 // upstream failed): all but 1 of the charge is refunded, and
 // actualQueryCost says what stays charged.
-func (l *Limiter) FinishFailed(ctx context.Context) {
-	st := stateFrom(ctx)
-	if st == nil || !st.priced || st.dryRun {
+func (l *Limiter) finishFailed(ctx context.Context, st *state) {
+	if !st.priced || st.dryRun {
 		return
 	}
 	l.settle(ctx, st, 0, nil)

@@ -21,18 +21,6 @@ import (
 	"github.com/costgate/costgate/limiter/identity"
 )
 
-// Mode says whether cost limits are enforced.
-type Mode string
-
-const (
-	// Enforce rejects and throttles. The default.
-	Enforce Mode = "enforce"
-	// Measure rejects nothing for cost, depth, aliases, fields or throttling
-	// (body and token limits still apply); the charge runs as in shadow mode,
-	// so metrics and extensions.cost show what enforcement would do.
-	Measure Mode = "measure"
-)
-
 // Defaults of Config's limits, taken when a field is zero.
 const (
 	DefaultMaxCost      = 1000
@@ -69,7 +57,7 @@ type Config struct {
 	OnCost func(kind string, cost int64)
 	// OnRejection, when set, is called once for each operation costgate or
 	// gqlgen refused to run, with its code (errors[0].extensions.code), for
-	// metrics. In Measure mode it is also called, once per operation, with
+	// metrics. In measure mode (Mode limiter.Shadow) it is also called, once per operation, with
 	// the code enforcement would have answered (cost, depth, aliases, fields,
 	// throttling), though the operation runs.
 	OnRejection func(code string)
@@ -107,8 +95,11 @@ type Config struct {
 // Limits are the static limits and the mode. The zero value of each takes
 // its default; a negative one is refused.
 type Limits struct {
-	// Mode is Enforce (default) or Measure.
-	Mode         Mode
+	// Mode is limiter.Enforce (default), or limiter.Shadow to measure:
+	// reject nothing for cost, depth, aliases, fields or throttling (body
+	// and token limits still apply) and charge as a shadow-mode policy, so
+	// that metrics and extensions.cost show what enforcement would do.
+	Mode         limiter.Mode
 	MaxCost      int64 // default 1000
 	MaxDepth     int   // default 15
 	MaxAliases   int   // default 30
@@ -136,9 +127,9 @@ func (c *Limits) Validate() error {
 		errs = append(errs, &limiter.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
 	switch c.Mode {
-	case "", Enforce, Measure:
+	case "", limiter.Enforce, limiter.Shadow:
 	default:
-		fail("Mode", "unknown mode %q (enforce or measure)", c.Mode)
+		fail("Mode", "unknown mode %q (limiter.Enforce or limiter.Shadow)", c.Mode)
 	}
 	for _, f := range []struct {
 		name  string
@@ -220,7 +211,7 @@ func New(cfg Config) (*Limiter, error) {
 		return nil, fmt.Errorf("gqllimit: %w", err)
 	}
 	if cfg.Mode == "" {
-		cfg.Mode = Enforce
+		cfg.Mode = limiter.Enforce
 	}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -261,10 +252,6 @@ func (l *Limiter) Handler(srv *handler.Server) http.Handler {
 // Config returns the configuration in effect, defaults applied.
 func (l *Limiter) Config() Config { return l.cfg }
 
-// MarkExecutor is called by a handler of costgate's own that admits
-// operations itself through Admit (gqlproxy), in place of the extension.
-func (l *Limiter) MarkExecutor() { l.executor.Store(true) }
-
 func (l *Limiter) pricing() *complexity.Schema {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -275,7 +262,7 @@ func (l *Limiter) pricing() *complexity.Schema {
 // extension through the request context.
 type state struct {
 	lim        *Limiter
-	op         *Operation // the request as the middleware read it; nil until its document parsed
+	op         *operation // the request as the middleware read it; nil until its document parsed
 	doc        *document  // and its document, cached or not
 	id         *identity.Identity
 	dryRun     bool // asked for a dry run: the header, or rateLimit(dryRun: true); stats.DryRun once answered as one
@@ -285,7 +272,7 @@ type state struct {
 	admitted   bool   // admitted to run: an error after this is not a rejection
 	rejected   bool   // the rejection was recorded
 	code       string // and its code
-	wouldBe    string // Measure mode: the first rejection enforcement would have answered
+	wouldBe    string // measure mode: the first rejection enforcement would have answered
 	stats      Stats
 	decision   limiter.Decision // the charge (or, when nothing was charged, a peek), for the refund and the headers
 	status     int              // the HTTP status the middleware must answer with
@@ -302,30 +289,10 @@ type state struct {
 // scaling, the keyed hash of the identity) once for the charge and the refund.
 func (l *Limiter) bucket(st *state) (*limiter.Policy, string) {
 	if st.policy == nil {
-		st.policy = l.cfg.Identity.PolicyFor(l.cfg.Policy, st.id.Plan)
-		st.key = l.cfg.Identity.Key(l.cfg.Policy, st.id)
+		r := l.cfg.Identity.Request(l.cfg.Policy, st.id, 0)
+		st.policy, st.key = r.Policy, r.Key
 	}
 	return st.policy, st.key
-}
-
-type stateKey struct{}
-
-func withState(ctx context.Context, st *state) context.Context {
-	return context.WithValue(ctx, stateKey{}, st)
-}
-
-// stateFrom returns the state of the operation ctx belongs to: the
-// middleware's, or that of an operation a websocket connection started,
-// kept in gqlgen's operation context.
-func stateFrom(ctx context.Context) *state {
-	if st, ok := ctx.Value(stateKey{}).(*state); ok {
-		return st
-	}
-	if connectionFrom(ctx) == nil || !graphql.HasOperationContext(ctx) {
-		return nil
-	}
-	st, _ := graphql.GetOperationContext(ctx).Stats.GetExtension(extensionName).(*state)
-	return st
 }
 
 // Error is a GraphQL error costgate answers with, before or instead of
@@ -343,19 +310,19 @@ func reject(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrDryRun is what Admit returns for a dry run: priced, nothing charged,
+// errDryRun is what admit returns for a dry run: priced, nothing charged,
 // nothing to execute. It never reaches the client as an error.
-var ErrDryRun = &Error{Status: http.StatusOK, Code: "COSTGATE_DRY_RUN", Message: "dry run: priced, nothing executed"}
+var errDryRun = &Error{Status: http.StatusOK, Code: "COSTGATE_DRY_RUN", Message: "dry run: priced, nothing executed"}
 
 // admit prices a validated operation and charges it. It returns nil when
-// the operation may run, ErrDryRun for a dry run, or the rejection (recorded).
+// the operation may run, errDryRun for a dry run, or the rejection (recorded).
 func (l *Limiter) admit(ctx context.Context, st *state, op *ast.OperationDefinition, vars map[string]any) *Error {
 	rerr := l.price(ctx, st, op, vars)
 	switch {
 	case rerr == nil:
 		st.admitted = true
 		return nil
-	case rerr != ErrDryRun:
+	case rerr != errDryRun:
 		l.rejected(ctx, st, rerr)
 	}
 	st.slot.release() // refused after its slot was taken (throttled, say)
@@ -376,7 +343,7 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 		}
 		return reject(http.StatusBadRequest, CodeValidationFailed, "%v", err)
 	}
-	measure := l.cfg.Mode == Measure
+	measure := l.cfg.Mode == limiter.Shadow
 	st.priced = true
 	st.stats.Requested = max(cost, 1)
 	st.stats.Fields = fields
@@ -397,7 +364,7 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 	if st.dryRun {
 		st.stats.DryRun = true
 		l.peek(ctx, st)
-		return ErrDryRun
+		return errDryRun
 	}
 	if st.stats.Requested > l.cfg.MaxCost {
 		e := &Error{Status: http.StatusBadRequest, Code: CodeMaxCostExceeded,
@@ -417,7 +384,7 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 		p = &shadow
 	}
 	d := l.cfg.Limiter.Allow(ctx, p, key, st.stats.Requested)
-	st.stats.HasBucket = d.Err == nil || d.Outcome == limiter.ErrorLocal
+	st.stats.HasBucket = d.HasState()
 	st.stats.Remaining = d.Remaining
 	st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
 	st.decision = d
@@ -486,7 +453,7 @@ func (l *Limiter) rejected(ctx context.Context, st *state, e *Error) {
 	}
 }
 
-// wouldReject records, in Measure mode, the first rejection enforcement
+// wouldReject records, in measure mode, the first rejection enforcement
 // would have answered: counted like a rejection and logged, while the
 // operation goes on.
 func (l *Limiter) wouldReject(st *state, e *Error) {
@@ -513,7 +480,7 @@ func (l *Limiter) peek(ctx context.Context, st *state) {
 	st.stats.HasBucket = true
 	st.stats.Remaining = d.Remaining
 	st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
-	if st.decision.Policy == nil && l.cfg.Mode != Measure && p.EffectiveMode() != limiter.Shadow {
+	if st.decision.Policy == nil && l.cfg.Mode != limiter.Shadow && p.EffectiveMode() != limiter.Shadow {
 		st.decision, st.headers = d, true
 	}
 }

@@ -140,7 +140,7 @@ func TestCostExceedsCapacity(t *testing.T) {
 // Measure mode rejects nothing for cost or throttling, yet reports what
 // enforcement would do.
 func TestMeasureMode(t *testing.T) {
-	e := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.Mode = gqllimit.Measure; c.MaxDepth = 2 }})
+	e := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.Mode = limiter.Shadow; c.MaxDepth = 2 }})
 	q := `{ products(first: 100) { nodes { id variants(first: 100) { id } } } }` // 10101 > max_cost, > capacity, depth 3
 	r := e.post(t, q, nil, nil)
 	must(t, r.Status == 200 && len(r.Res.Errors) == 0 && r.Res.Extensions.Cost.RequestedQueryCost == 10101, "measure: %d %s", r.Status, r.Body[:min(len(r.Body), 300)])

@@ -14,6 +14,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/internal/gqlexec"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/header"
 )
@@ -54,6 +55,7 @@ func isJSON(contentType string) bool {
 // them is in place every request is answered 500, with the reason logged:
 // a cost limit that is not applied is never served in silence.
 func (l *Limiter) Middleware(next http.Handler) http.Handler {
+	l.noteExecutor(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !l.installed.Load() && !l.executor.Load() {
 			l.cfg.Logger.Error("costgate: the GraphQL handler does not run costgate's extension: add it with srv.Use(limiter.Extension()), or serve limiter.Handler(srv)")
@@ -162,7 +164,7 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		return nil, r, nil, rerr // it did not parse: no extensions.cost
 	}
 	st := &state{lim: l, doc: doc, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug), register: register}
-	st.op = &Operation{Method: r.Method, Query: query, OperationName: p.OperationName, Variables: p.Variables, Extensions: p.Extensions, Document: doc.doc, doc: doc}
+	st.op = &operation{Method: r.Method, Query: query, OperationName: p.OperationName, Variables: p.Variables, Extensions: p.Extensions, Document: doc.doc, doc: doc}
 	id, r, err := l.cfg.Identity.Attach(r)
 	if err != nil {
 		l.cfg.Logger.Warn("costgate: API key lookup failed", "err", err)
@@ -183,7 +185,7 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		return st, r, nil, reject(http.StatusMethodNotAllowed, CodeBadRequest, "%s operations must be sent with POST", op.Operation)
 	}
 	if e := l.shape(doc.limits); e != nil {
-		if l.cfg.Mode != Measure {
+		if l.cfg.Mode != limiter.Shadow {
 			l.prePrice(st, doc, p)
 			return st, r, nil, e
 		}
@@ -240,7 +242,7 @@ func (l *Limiter) unknownKey(w http.ResponseWriter, r *http.Request, st *state) 
 	d := l.cfg.Limiter.Allow(r.Context(), p, key, 1)
 	st.decision, st.headers = d, p.EffectiveMode() != limiter.Shadow
 	st.stats.Limit, st.stats.RestoreRate = p.Capacity(), restoreRate(p)
-	st.stats.HasBucket = d.Err == nil || d.Outcome == limiter.ErrorLocal
+	st.stats.HasBucket = d.HasState()
 	st.stats.Remaining, st.stats.ResetAt = d.Remaining, l.cfg.Clock().Add(d.ResetAfter)
 	e := reject(http.StatusUnauthorized, CodeUnauthenticated, "unknown API key")
 	if !d.Allowed {
@@ -323,14 +325,6 @@ func (l *Limiter) setHeaders(h http.Header, st *state, status int) {
 	}
 }
 
-// response is a GraphQL response body.
-// Response is a GraphQL response body, as costgate writes one.
-type Response struct {
-	Errors     []any           `json:"errors,omitempty"` // *gqlerror.Error, or an upstream's as it wrote it
-	Data       json.RawMessage `json:"data"`
-	Extensions map[string]any  `json:"extensions,omitempty"`
-}
-
 func (e *Error) gqlError() *gqlerror.Error {
 	ext := map[string]any{"code": e.Code}
 	for k, v := range e.Extensions {
@@ -343,27 +337,9 @@ func (e *Error) gqlError() *gqlerror.Error {
 // included once the document parsed: requestedQueryCost when the operation
 // was priced, throttleStatus when the bucket was read.
 func writeError(w http.ResponseWriter, e *Error, st *state) {
-	res := Response{Errors: []any{e.gqlError()}, Data: json.RawMessage("null")}
+	res := gqlexec.Response{Errors: []any{e.gqlError()}, Data: json.RawMessage("null")}
 	if st != nil && st.op != nil {
 		res.Extensions = map[string]any{"cost": st.stats.cost()}
 	}
-	WriteResponse(w, e.Status, res)
-}
-
-// WriteResponse writes res as JSON with status, never cached.
-func WriteResponse(w http.ResponseWriter, status int, res Response) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(res)
-}
-
-// ErrorMessage is the message of a gqlparser error (without its location
-// prefix), or err's text.
-func ErrorMessage(err error) string {
-	var ge *gqlerror.Error
-	if errors.As(err, &ge) {
-		return ge.Message
-	}
-	return err.Error()
+	gqlexec.WriteResponse(w, e.Status, res)
 }

@@ -16,7 +16,7 @@ type OperationEvent struct {
 	Actual    int64
 	HasActual bool
 	// Code is the rejection's code (errors[0].extensions.code), or, in
-	// Measure mode, the code enforcement would have answered; "" for an
+	// measure mode, the code enforcement would have answered; "" for an
 	// operation that ran under its limits.
 	Code string
 }

@@ -134,7 +134,7 @@ func TestRejectionsCarryCostAndAreCounted(t *testing.T) {
 			status: 400, code: gqllimit.CodeBatchNotSupported, cost: noCost},
 		{name: "no query", raw: []byte(`{"query":""}`), status: 400, code: gqllimit.CodeBadRequest, cost: noCost},
 	}
-	for _, mode := range []gqllimit.Mode{gqllimit.Enforce, gqllimit.Measure} {
+	for _, mode := range []limiter.Mode{limiter.Enforce, limiter.Shadow} {
 		for _, tc := range tests {
 			t.Run(string(mode)+"/"+tc.name, func(t *testing.T) {
 				// 50 a day: the store's clock is frozen, but Redis expires a
@@ -173,7 +173,7 @@ func TestRejectionsCarryCostAndAreCounted(t *testing.T) {
 					t.Errorf("counted %v, want %v", newly, want)
 				}
 
-				if mode == gqllimit.Measure && tc.measure {
+				if mode == limiter.Shadow && tc.measure {
 					if r.Status != 200 || len(r.Res.Errors) > 0 || string(r.Res.Data) == "null" {
 						t.Fatalf("measure mode: %d %s, want the operation run", r.Status, r.Body)
 					}

@@ -11,6 +11,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/identity"
 )
 
@@ -77,7 +78,7 @@ func (l *Limiter) openSlot(st *state, op *ast.OperationDefinition, key string) *
 		return nil
 	}
 	max := l.cfg.MaxSubscriptions
-	s, full := l.subs.acquire(key, max, l.cfg.Mode == Measure)
+	s, full := l.subs.acquire(key, max, l.cfg.Mode == limiter.Shadow)
 	st.slot = s
 	if !full {
 		return nil
@@ -174,7 +175,7 @@ func (l *Limiter) readStreamed(c *connection, p *graphql.RawParams) (*state, *Er
 		return nil, rerr
 	}
 	st := &state{lim: l, doc: doc, id: c.id, conn: c}
-	st.op = &Operation{Method: http.MethodGet, Query: p.Query, OperationName: p.OperationName, Variables: p.Variables, Document: doc.doc, doc: doc}
+	st.op = &operation{Method: http.MethodGet, Query: p.Query, OperationName: p.OperationName, Variables: p.Variables, Document: doc.doc, doc: doc}
 	if !c.hold(st) {
 		return st, reject(http.StatusServiceUnavailable, CodeInternal, "the connection has ended")
 	}
@@ -182,7 +183,7 @@ func (l *Limiter) readStreamed(c *connection, p *graphql.RawParams) (*state, *Er
 		return st, reject(http.StatusBadRequest, CodeValidationFailed, "%v", doc.measureErr)
 	}
 	if e := l.shape(doc.limits); e != nil {
-		if l.cfg.Mode != Measure {
+		if l.cfg.Mode != limiter.Shadow {
 			l.prePrice(st, doc, params{Query: p.Query, OperationName: p.OperationName, Variables: p.Variables})
 			return st, e
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 
+	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
 )
 
@@ -322,7 +323,7 @@ func TestHandlerServesSubscriptions(t *testing.T) {
 // In measure mode a subscription over the limit runs, counted as the
 // rejection enforcement would have made.
 func TestMeasureModeCountsTooManySubscriptions(t *testing.T) {
-	e := newEnv(t, envOpts{streams: true, cfg: func(c *gqllimit.Config) { c.Mode = gqllimit.Measure; c.MaxSubscriptions = 1 }})
+	e := newEnv(t, envOpts{streams: true, cfg: func(c *gqllimit.Config) { c.Mode = limiter.Shadow; c.MaxSubscriptions = 1 }})
 	c := dialWS(t, serveHTTP(t, e), transportWS, apiKey)
 	c.subscribe("1", held)
 	c.started("1")

@@ -20,6 +20,7 @@ import (
 	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
 
+	"github.com/costgate/costgate/internal/gqlexec"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
 )
@@ -97,7 +98,7 @@ func (c *Config) Validate() error {
 // Limiter's Config.PersistedQueries) is not parsed, validated or formatted
 // again: that is kept with the document in gqllimit's cache. The upstream
 // always gets the query in full, never the persistedQuery extension.
-// rateLimit(dryRun: true) is answered by the proxy (gqllimit.DryRunData).
+// rateLimit(dryRun: true) is answered by the proxy.
 // The reply is streamed to the client while its actual cost is counted
 // (complexity.ActualCounter): the memory a reply costs is bounded by the
 // operation, not by the reply. Anything but a 2xx GraphQL response from the
@@ -127,7 +128,6 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.Logger = cfg.Limiter.Config().Logger
 	}
 	p := &proxy{cfg: cfg, lim: cfg.Limiter, schema: cfg.Limiter.Config().Schema.AST()}
-	cfg.Limiter.MarkExecutor()
 	return cfg.Limiter.Middleware(p), nil
 }
 
@@ -157,12 +157,16 @@ type prepared struct {
 	added bool   // __typename was added somewhere
 }
 
-func (p *proxy) prepare(pr *gqllimit.Operation) *prepared {
+// ExecutesOperations tells gqllimit's middleware that the proxy runs
+// operations itself, in place of gqlgen's extension (gqlexec.Executor).
+func (p *proxy) ExecutesOperations() {}
+
+func (p *proxy) prepare(pr gqlexec.Request) *prepared {
 	return pr.Derived(func() any {
 		// A copy of its own: validation links definitions into the document,
 		// and the middleware's is shared read-only. The middleware parsed the
 		// same text with the token limit.
-		doc, err := parser.ParseQuery(&ast.Source{Input: pr.Query})
+		doc, err := parser.ParseQuery(&ast.Source{Input: pr.Query()})
 		if err != nil {
 			return &prepared{errs: gqlerror.List{gqlerror.Wrap(err)}}
 		}
@@ -184,62 +188,53 @@ func (p *proxy) prepare(pr *gqllimit.Operation) *prepared {
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	pr := gqllimit.OperationFrom(ctx)
+	pr := gqlexec.From(ctx)
 	if pr == nil {
-		gqllimit.WriteError(ctx, w, &gqllimit.Error{Status: http.StatusInternalServerError, Code: gqllimit.CodeInternal, Message: "costgate: the proxy runs inside gqllimit's Middleware"})
+		// Unreachable through New, which wraps the proxy in the middleware.
+		gqlexec.WriteResponse(w, http.StatusInternalServerError, gqlexec.Response{Data: json.RawMessage("null"),
+			Errors: []any{&gqlerror.Error{Message: "costgate: the proxy runs inside gqllimit's Middleware", Extensions: map[string]any{"code": gqllimit.CodeInternal}}}})
 		return
 	}
 	prep := p.prepare(pr)
 	if len(prep.errs) > 0 {
-		gqllimit.Reject(ctx, http.StatusBadRequest, gqllimit.CodeValidationFailed)
-		res := gqllimit.Response{Data: json.RawMessage("null"), Extensions: map[string]any{"cost": gqllimit.CostOf(ctx)}}
-		for _, e := range prep.errs {
-			res.Errors = append(res.Errors, e)
-		}
-		gqllimit.WriteResponse(w, http.StatusBadRequest, res)
+		pr.RefuseAll(ctx, w, http.StatusBadRequest, gqllimit.CodeValidationFailed, prep.errs)
 		return
 	}
-	op := prep.doc.Operations.ForName(pr.OperationName)
+	op := prep.doc.Operations.ForName(pr.OperationName())
 	if op == nil {
-		gqllimit.WriteError(ctx, w, rejection(http.StatusBadRequest, gqllimit.CodeValidationFailed, fmt.Sprintf("no operation %q in the document", pr.OperationName)))
+		pr.Refuse(ctx, w, http.StatusBadRequest, gqllimit.CodeValidationFailed, fmt.Sprintf("no operation %q in the document", pr.OperationName()))
 		return
 	}
-	if pr.Method == http.MethodGet && op.Operation != ast.Query { // the middleware refused it already
-		gqllimit.WriteError(ctx, w, rejection(http.StatusMethodNotAllowed, gqllimit.CodeBadRequest, fmt.Sprintf("%s operations must be sent with POST", op.Operation)))
+	if pr.Method() == http.MethodGet && op.Operation != ast.Query { // the middleware refused it already
+		pr.Refuse(ctx, w, http.StatusMethodNotAllowed, gqllimit.CodeBadRequest, fmt.Sprintf("%s operations must be sent with POST", op.Operation))
 		return
 	}
-	vars, verr := validator.VariableValues(p.schema, op, pr.Variables)
+	vars, verr := validator.VariableValues(p.schema, op, pr.Variables())
 	if verr != nil {
-		gqllimit.WriteError(ctx, w, rejection(http.StatusBadRequest, gqllimit.CodeValidationFailed, gqllimit.ErrorMessage(verr)))
+		pr.Refuse(ctx, w, http.StatusBadRequest, gqllimit.CodeValidationFailed, gqlexec.ErrorMessage(verr))
 		return
 	}
-	if rerr := p.lim.Admit(ctx, op, vars); rerr != nil {
-		if rerr == gqllimit.ErrDryRun {
-			gqllimit.WriteResponse(w, http.StatusOK, gqllimit.Response{Data: gqllimit.DryRunData(ctx, op, vars), Extensions: map[string]any{"cost": gqllimit.CostOf(ctx)}})
-			return
-		}
-		gqllimit.WriteError(ctx, w, rerr)
+	if !pr.Admit(ctx, w, op, vars) {
 		return
 	}
-
-	p.relay(w, r, prep, op, vars, request{Query: prep.query, OperationName: pr.OperationName, Variables: pr.Variables, Extensions: forwardedExtensions(pr.Extensions)})
+	p.relay(w, r, pr, prep, op, vars, request{Query: prep.query, OperationName: pr.OperationName(), Variables: pr.Variables(), Extensions: forwardedExtensions(pr.Extensions())})
 }
 
 // relay forwards an admitted operation and streams the upstream's reply to
 // the client, counting its actual cost.
-func (p *proxy) relay(w http.ResponseWriter, r *http.Request, prep *prepared, op *ast.OperationDefinition, vars map[string]any, body request) {
+func (p *proxy) relay(w http.ResponseWriter, r *http.Request, pr gqlexec.Request, prep *prepared, op *ast.OperationDefinition, vars map[string]any, body request) {
 	ctx := r.Context()
 	upstream, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	res, err := p.send(upstream, r, body)
 	if err != nil {
-		p.failed(ctx, upstream, w, err)
+		p.failed(ctx, upstream, w, pr, err)
 		return
 	}
 	defer res.Body.Close()
-	count, err := p.lim.ActualCounter(op, vars)
+	count, err := pr.ActualCounter(op, vars)
 	if err != nil {
-		p.failed(ctx, upstream, w, err)
+		p.failed(ctx, upstream, w, pr, err)
 		return
 	}
 	out := &replyWriter{w: w, commitAt: commitAt}
@@ -254,20 +249,20 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, prep *prepared, op
 	}
 	if _, err := sc.envelope(out, count, ext); err != nil {
 		if !out.committed {
-			p.failed(ctx, upstream, w, fmt.Errorf("status %d: %w", res.StatusCode, err))
+			p.failed(ctx, upstream, w, pr, fmt.Errorf("status %d: %w", res.StatusCode, err))
 			return
 		}
 		// The client has the beginning of a 200: end the connection with the
 		// body unfinished, never a complete answer made of a broken reply.
-		p.lim.FinishCost(ctx, 0, err)
+		pr.FinishCost(ctx, 0, err)
 		if ctx.Err() == nil {
 			p.cfg.Logger.Warn("costgate: upstream reply failed after the client got its first bytes; connection closed", "upstream", p.cfg.Upstream, "err", p.explain(upstream, err))
 		}
 		panic(http.ErrAbortHandler)
 	}
 	actual, err := count.Cost()
-	p.lim.FinishCost(ctx, actual, err)
-	closeAnswer(out, ext, gqllimit.CostOf(ctx))
+	pr.FinishCost(ctx, actual, err)
+	closeAnswer(out, ext, pr.Cost())
 	if err := out.close(); err != nil {
 		p.cfg.Logger.Debug("costgate: writing the answer", "err", err)
 	}
@@ -317,8 +312,8 @@ func (p *proxy) check(res *http.Response) error {
 // failed answers an operation whose upstream failed before the client got a
 // byte: 504 when it did not answer in time, else 502, the detail logged.
 // All but 1 of the charge is refunded.
-func (p *proxy) failed(ctx, upstream context.Context, w http.ResponseWriter, err error) {
-	p.lim.FinishFailed(ctx)
+func (p *proxy) failed(ctx, upstream context.Context, w http.ResponseWriter, pr gqlexec.Request, err error) {
+	pr.FinishFailed(ctx)
 	if ctx.Err() != nil {
 		return // the client has gone: nobody to answer
 	}
@@ -326,10 +321,10 @@ func (p *proxy) failed(ctx, upstream context.Context, w http.ResponseWriter, err
 	// The upstream's address and error text are for the operator, not the client.
 	p.cfg.Logger.Warn("costgate: upstream failed", "upstream", p.cfg.Upstream, "err", err)
 	if errors.Is(err, errUpstreamTimeout) {
-		gqllimit.WriteError(ctx, w, rejection(http.StatusGatewayTimeout, gqllimit.CodeUpstreamTimeout, "the upstream GraphQL service did not answer in time; retry later"))
+		pr.Refuse(ctx, w, http.StatusGatewayTimeout, gqllimit.CodeUpstreamTimeout, "the upstream GraphQL service did not answer in time; retry later")
 		return
 	}
-	gqllimit.WriteError(ctx, w, rejection(http.StatusBadGateway, gqllimit.CodeUpstreamError, "the upstream GraphQL service failed; retry later"))
+	pr.Refuse(ctx, w, http.StatusBadGateway, gqllimit.CodeUpstreamError, "the upstream GraphQL service failed; retry later")
 }
 
 var errUpstreamTimeout = errors.New("no answer within graphql.upstream_timeout")
@@ -366,10 +361,6 @@ func forwardedExtensions(ext json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return out
-}
-
-func rejection(status int, code, msg string) *gqllimit.Error {
-	return &gqllimit.Error{Status: status, Code: code, Message: msg}
 }
 
 // addTypenames asks for __typename (under typenameAlias) in every selection

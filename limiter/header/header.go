@@ -81,7 +81,7 @@ func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 	buf := stack[:0]
 	var pick *limiter.Decision
 	for i := range decisions {
-		if d := &decisions[i]; shown(d) && (pick == nil || d.Remaining < pick.Remaining) {
+		if d := &decisions[i]; Shown(d) && (pick == nil || d.Remaining < pick.Remaining) {
 			pick = d
 		}
 	}
@@ -98,7 +98,7 @@ func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 	first := true
 	for i := range decisions {
 		d := &decisions[i]
-		if !shown(d) {
+		if !Shown(d) {
 			continue
 		}
 		if !first {
@@ -114,7 +114,7 @@ func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 	first = true
 	for i := range decisions {
 		d := &decisions[i]
-		if !shown(d) {
+		if !Shown(d) {
 			continue
 		}
 		if !first {
@@ -140,10 +140,10 @@ func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 	h[keyRateLimit] = backing[4:5:5]
 }
 
-// shown reports whether a decision is described by the headers: not a
-// shadow-mode policy's, and made by the store (or the local fallback).
-func shown(d *limiter.Decision) bool {
-	return d.Policy != nil && d.Policy.EffectiveMode() != limiter.Shadow && (d.Err == nil || d.Outcome == limiter.ErrorLocal)
+// Shown reports whether Set describes d: a decision of a policy that is not
+// in shadow mode, carrying the store's state (Decision.HasState).
+func Shown(d *limiter.Decision) bool {
+	return d.Policy != nil && d.Policy.EffectiveMode() != limiter.Shadow && d.HasState()
 }
 
 // resetUnix is the Unix second at which the quota is full again, rounded up.

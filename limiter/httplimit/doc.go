@@ -37,12 +37,12 @@
 // A [Route] pattern is the config file's syntax: "METHOD /path" or "/path",
 // the path ending in "/*" to match everything below it. Routes are matched
 // in order, first match wins; a request no route matches is not limited.
-// A request's path is matched as [NormalizePath] spells it (decoded, dot
-// segments resolved, without repeated or trailing slashes, ;parameters or
-// case), and its method in upper case: every spelling of a limited path that
+// A request's path is matched normalised (decoded, dot segments resolved,
+// without repeated or trailing slashes, ;parameters or case; the README's
+// "In front of any gateway" lists the rules), and its method in upper case: every spelling of a limited path that
 // a forgiving backend routes to its handler is charged as that route, to the
 // one `route` key. The path is also read as servers that do not normalise
-// read it ([Middleware.Match]); a path that does not decode, or that the
+// read it; a path that does not decode, or that the
 // two readings put on two different limited routes, is refused with 400.
 // [New] refuses what would limit nothing or fail later: no routes, routes
 // without policies, a policy without a key or that does not validate, a
@@ -66,7 +66,7 @@
 // Every limited response carries X-RateLimit-Limit, X-RateLimit-Remaining,
 // X-RateLimit-Reset and the IETF draft's RateLimit-Policy and RateLimit
 // ([header.Set]). A denial is 429 with Retry-After and a JSON body; a store
-// outage on a fail-closed policy is 503 ([WriteDenied]). A leaky_bucket
+// outage on a fail-closed policy is 503 with Retry-After. A leaky_bucket
 // policy holds the request for its turn instead of rejecting it while its
 // queue has room. Shadow-mode policies never deny and send no headers.
 package httplimit

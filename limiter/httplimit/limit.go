@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/costgate/costgate/internal/jsonerror"
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/memstore"
@@ -51,7 +53,7 @@ func KeyByAPIKey(r *http.Request) (string, error) {
 // chi has not routed the request): one count per endpoint, shared by every
 // caller. Combine it with another key through Keys.
 func KeyByEndpoint(r *http.Request) (string, error) {
-	return r.Method + " " + routePattern(r, r.URL.Path), nil
+	return r.Method + " " + routelimit.RoutePattern(r, r.URL.Path), nil
 }
 
 // KeyFromContext keys by the string an earlier middleware stored in the
@@ -107,7 +109,7 @@ func LimitByAPIKey(limit int, period time.Duration, keys identity.Lookup, opts .
 // Limit limits each key that key returns to limit requests per period. The
 // middleware limits every request it sees: under r.With or r.Group it
 // limits that route or group, no Route needed. Each response carries the
-// rate-limit headers; a denial is 429 with Retry-After (WriteDenied).
+// rate-limit headers; a denial is 429 with Retry-After (see the package doc).
 //
 // Limit, LimitByIP and LimitByAPIKey check their arguments when called and
 // panic on a programmer's error (a limit or period below 1, a nil key
@@ -192,7 +194,7 @@ func (l *keyed) handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, r, err := l.ids.Attach(r)
 		if err != nil {
-			identity.WriteLookupError(w)
+			jsonerror.LookupFailed(w)
 			return
 		}
 		key, err := l.key(r)
@@ -205,12 +207,12 @@ func (l *keyed) handler(next http.Handler) http.Handler {
 		}
 		var buf [1]limiter.Decision
 		reqs := [1]limiter.Request{{Policy: l.policy, Key: l.ids.Hash("key", key), Cost: 1}}
-		decisions, ok := l.lim.AppendAllowAll(buf[:0], r.Context(), reqs[:])
-		if !answer(w, r, time.Now(), decisions, ok, nil) {
+		decisions, ok := l.lim.AppendAllowAll(r.Context(), buf[:0], reqs[:])
+		if !routelimit.Answer(w, r, time.Now(), decisions, ok, nil) {
 			return
 		}
 		if l.apiKeys && id.UnknownKey {
-			writeError(w, http.StatusUnauthorized, errorBody{Error: "unauthorized", Message: "unknown API key"})
+			jsonerror.UnknownAPIKey(w)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -223,7 +225,7 @@ func (l *keyed) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	if suppressed, ok := l.gate.Pass(time.Now()); ok {
 		l.logger.Error("httplimit: request refused: it cannot be keyed", "policy", l.policy.Name, "path", r.URL.Path, "err", err, "suppressed", suppressed)
 	}
-	writeError(w, http.StatusInternalServerError, errorBody{Error: "rate_limit_key_missing",
+	jsonerror.Write(w, http.StatusInternalServerError, jsonerror.Body{Error: "rate_limit_key_missing",
 		Message: "the rate limit cannot tell who is calling; the server's log says why"})
 }
 

@@ -3,8 +3,8 @@
 // route, and any key part of the application's own. Every door of costgate
 // (REST and login in httplimit, GraphQL in gqllimit, the gateway check
 // service) asks the same [Resolver], so an identity is worked out once per
-// request, stored in its context ([NewContext], [FromContext]) and read back
-// by every later step.
+// request, stored in its context ([Resolver.Attach], [Resolver.Middleware])
+// and read back by every later step ([FromContext]).
 //
 // # Key parts
 //

@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,7 +10,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/limiter"
+	"golang.org/x/net/http/httpguts"
 )
 
 // Key parts a policy's Key may name, besides header:NAME and the names of
@@ -28,8 +29,8 @@ const (
 	PartHeaderPrefix = "header:"
 )
 
-// BuiltinParts lists the key parts every Resolver knows, in a stable order.
-func BuiltinParts() []string {
+// builtinParts lists the key parts every Resolver knows, in a stable order.
+func builtinParts() []string {
 	return []string{PartIP, PartAPIKey, PartTenant, PartPlan, PartUsername, PartRoute}
 }
 
@@ -86,12 +87,12 @@ func (c *Config) Validate() error {
 	case len(c.HashKey) < MinHashKeyLen:
 		fail("HashKey", "must be at least %d bytes, got %d", MinHashKeyLen, len(c.HashKey))
 	}
-	if c.APIKeyHeader != "" && !isToken(c.APIKeyHeader) {
+	if c.APIKeyHeader != "" && !httpguts.ValidHeaderFieldName(c.APIKeyHeader) {
 		fail("APIKeyHeader", "want an HTTP header name, got %q", c.APIKeyHeader)
 	}
 	for i, p := range c.TrustedProxies {
 		if !p.IsValid() {
-			fail(fmt.Sprintf("TrustedProxies[%d]", i), "invalid prefix")
+			errs = append(errs, limiter.FieldAt("invalid prefix", "TrustedProxies", i))
 		}
 	}
 	for _, name := range sortedKeys(c.Plans) {
@@ -99,33 +100,44 @@ func (c *Config) Validate() error {
 		case name == "":
 			fail("Plans", "a plan name must not be empty")
 		case m < 1:
-			fail(fmt.Sprintf("Plans[%q]", name), "multiplier must be at least 1, got %d", m)
+			errs = append(errs, limiter.FieldAt(fmt.Sprintf("multiplier must be at least 1, got %d", m), "Plans", limiter.MapKey(name)))
 		}
 	}
 	for _, name := range sortedKeys(c.Parts) {
+		reason := ""
 		switch {
 		case c.Parts[name] == nil:
-			fail(fmt.Sprintf("Parts[%q]", name), "nil function")
+			reason = "nil function"
 		case isBuiltin(name) || strings.HasPrefix(name, PartHeaderPrefix):
-			fail(fmt.Sprintf("Parts[%q]", name), "the name of a built-in key part")
+			reason = "the name of a built-in key part"
 		case !limiter.ValidName(name):
-			fail(fmt.Sprintf("Parts[%q]", name), "letters, digits, '_', '-' and '.' only")
+			reason = "letters, digits, '_', '-' and '.' only"
+		}
+		if reason != "" {
+			errs = append(errs, limiter.FieldAt(reason, "Parts", limiter.MapKey(name)))
 		}
 	}
 	if t, ok := c.APIKeys.(Table); ok {
 		for i, key := range sortedKeys(t) {
-			// An API key is a secret: errors name it by position.
-			field := fmt.Sprintf("APIKeys[#%d]", i+1)
+			// An API key is a secret: errors name it by its position in
+			// sorted order, APIKeys[#1] in Field and index 0 in Path.
+			keyErr := func(sub, reason string) {
+				e := &limiter.FieldError{Field: fmt.Sprintf("APIKeys[#%d]", i+1), Path: []any{"APIKeys", i}, Reason: reason}
+				if sub != "" {
+					e.Field, e.Path = e.Field+"."+sub, append(e.Path, sub)
+				}
+				errs = append(errs, e)
+			}
 			k := t[key]
 			if !validAPIKey(key) {
-				fail(field, "an API key is 1 to %d visible ASCII characters", maxAPIKeyLen)
+				keyErr("", fmt.Sprintf("an API key is 1 to %d visible ASCII characters", maxAPIKeyLen))
 			}
 			for _, f := range []struct{ name, value string }{{"Tenant", k.Tenant}, {"Plan", k.Plan}} {
 				switch f.value {
 				case "":
-					fail(field+"."+f.name, "required")
+					keyErr(f.name, "required")
 				case Anonymous:
-					fail(field+"."+f.name, "%q is the %s of requests without a key", Anonymous, strings.ToLower(f.name))
+					keyErr(f.name, fmt.Sprintf("%q is the %s of requests without a key", Anonymous, strings.ToLower(f.name)))
 				}
 			}
 		}
@@ -214,11 +226,6 @@ func (id *Identity) Anonymous() bool { return id.APIKey == "" }
 
 type ctxKey struct{}
 
-// NewContext returns ctx carrying id.
-func NewContext(ctx context.Context, id *Identity) context.Context {
-	return context.WithValue(ctx, ctxKey{}, id)
-}
-
 // FromContext returns the identity stored in ctx, or nil.
 func FromContext(ctx context.Context) *Identity {
 	id, _ := ctx.Value(ctxKey{}).(*Identity)
@@ -302,20 +309,11 @@ func (res *Resolver) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, r, err := res.Attach(r)
 		if err != nil {
-			WriteLookupError(w)
+			jsonerror.LookupFailed(w)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// WriteLookupError answers a request whose API key could not be looked up.
-func WriteLookupError(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Retry-After", "1")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	json.NewEncoder(w).Encode(map[string]string{"error": "identity_unavailable", "message": "the API key could not be checked; retry shortly"})
 }
 
 // CheckPolicy reports whether p can be applied by this Resolver (see
@@ -372,14 +370,14 @@ func (c *Config) knows(part string) bool {
 		return true
 	}
 	if name, ok := strings.CutPrefix(part, PartHeaderPrefix); ok {
-		return isToken(name)
+		return httpguts.ValidHeaderFieldName(name)
 	}
 	_, ok := c.Parts[part]
 	return ok
 }
 
 func (c *Config) partList() string {
-	parts := append(BuiltinParts(), "header:NAME")
+	parts := append(builtinParts(), "header:NAME")
 	parts = append(parts, sortedKeys(c.Parts)...)
 	return "one of " + strings.Join(parts, ", ")
 }
@@ -396,8 +394,14 @@ func Needs(policies []*limiter.Policy, part string) bool {
 	return false
 }
 
-// PolicyFor returns p scaled by the multiplier of plan (p itself for 1).
-func (res *Resolver) PolicyFor(p *limiter.Policy, plan string) *limiter.Policy {
+// Request is what charging cost to id under p asks of the limiter: p
+// scaled by id's plan, and the store key of p for id.
+func (res *Resolver) Request(p *limiter.Policy, id *Identity, cost int64) limiter.Request {
+	return limiter.Request{Policy: res.policyFor(p, id.Plan), Key: res.Key(p, id), Cost: cost}
+}
+
+// policyFor returns p scaled by the multiplier of plan (p itself for 1).
+func (res *Resolver) policyFor(p *limiter.Policy, plan string) *limiter.Policy {
 	mult, ok := res.cfg.Plans[plan]
 	if !ok || mult == 1 {
 		return p
@@ -564,13 +568,6 @@ func isBuiltin(part string) bool {
 		return true
 	}
 	return false
-}
-
-// isToken reports whether s is an RFC 9110 token, as header names are.
-func isToken(s string) bool {
-	return s != "" && !strings.ContainsFunc(s, func(c rune) bool {
-		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c))
-	})
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -2,11 +2,13 @@ package identity_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/header"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/memstore"
 )
@@ -147,7 +150,8 @@ func TestNormalizeUsername(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got, err := identity.NormalizeUsername(tc.in)
-		if got != tc.want || (err == nil) != tc.ok || identity.IsTooLong(err) != tc.tooLong {
+		var ue *identity.UsernameError
+		if tooLong := errors.As(err, &ue) && ue.TooLong; got != tc.want || (err == nil) != tc.ok || tooLong != tc.tooLong {
 			t.Errorf("NormalizeUsername(%.20q) = %q, %v; want %q, ok %v, too long %v", tc.in, got, err, tc.want, tc.ok, tc.tooLong)
 		}
 	}
@@ -463,5 +467,64 @@ func TestNewForStore(t *testing.T) {
 	d, _ := identity.New(identity.Config{HashKey: key})
 	if c.Hash("ip", "x") != d.Hash("ip", "x") {
 		t.Fatal("the hash key given was not used")
+	}
+}
+
+// Request scales the policy by the caller's plan and keys it for the
+// caller, the one place every door turns a policy into a charge.
+func TestRequestScalesByPlan(t *testing.T) {
+	res := newResolver(t, identity.Config{
+		APIKeys: identity.Table{"pro-key": {Tenant: "acme", Plan: "pro"}, "free-key": {Tenant: "acme", Plan: "free"}},
+		Plans:   map[string]int64{"pro": 10},
+	})
+	p := &limiter.Policy{Name: "p", Algorithm: limiter.TokenBucket, Limit: 5, Period: time.Second, Burst: 20, Key: []string{"api_key"}}
+	tests := []struct {
+		key          string
+		limit, burst int64
+	}{
+		{"pro-key", 50, 200},
+		{"free-key", 5, 20}, // a plan not in Plans is ×1
+	}
+	for _, tc := range tests {
+		id, err := res.Resolve(request("198.51.100.1:1", map[string]string{"X-API-Key": tc.key}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Request(p, id, 3)
+		if got.Policy.Limit != tc.limit || got.Policy.Capacity() != tc.burst {
+			t.Errorf("%s: limit, burst = %d, %d; want %d, %d", tc.key, got.Policy.Limit, got.Policy.Capacity(), tc.limit, tc.burst)
+		}
+		if got.Key != res.Key(p, id) || got.Cost != 3 {
+			t.Errorf("%s: key, cost = %q, %d; want %q, 3", tc.key, got.Key, got.Cost, res.Key(p, id))
+		}
+	}
+	if p.Limit != 5 || p.Burst != 20 {
+		t.Errorf("the configured policy changed: limit %d, burst %d", p.Limit, p.Burst)
+	}
+}
+
+type failingLookup struct{}
+
+func (failingLookup) LookupAPIKey(context.Context, string) (identity.APIKey, bool, error) {
+	return identity.APIKey{}, false, errors.New("key store down")
+}
+
+// A failed key lookup answers like every other 503 of costgate: the same
+// Retry-After in the header and in the body.
+func TestMiddlewareLookupFailureSaysWhenToRetry(t *testing.T) {
+	res := newResolver(t, identity.Config{APIKeys: failingLookup{}})
+	h := res.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("the handler ran") }))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, request("198.51.100.1:1", map[string]string{"X-API-Key": "k"}))
+	var body struct {
+		Error         string `json:"error"`
+		RetryAfterSec int64  `json:"retry_after_sec"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	want := strconv.Itoa(header.UnavailableRetryAfter)
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != want || body.Error != "identity_unavailable" || strconv.FormatInt(body.RetryAfterSec, 10) != want {
+		t.Errorf("got %d, Retry-After %q, body %s; want 503, Retry-After %s, identity_unavailable with retry_after_sec %s", w.Code, w.Header().Get("Retry-After"), w.Body, want, want)
 	}
 }

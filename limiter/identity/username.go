@@ -164,9 +164,3 @@ func ambiguousUsername(e *jsonkeys.Error) *UsernameError {
 	}
 	return &UsernameError{Status: http.StatusBadRequest, Ambiguous: true, Reason: reason}
 }
-
-// IsTooLong reports a username refused for its length (see UsernameError.TooLong).
-func IsTooLong(err error) bool {
-	var ue *UsernameError
-	return errors.As(err, &ue) && ue.TooLong
-}

@@ -4,7 +4,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 )
 
@@ -24,8 +23,7 @@ type Proxy struct {
 }
 
 // NewProxy listens on a free port of 127.0.0.1 and forwards every connection
-// to target. The caller must call [Proxy.Close]; tests should prefer
-// [StartProxy].
+// to target. The caller must call [Proxy.Close].
 func NewProxy(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,17 +33,6 @@ func NewProxy(target string) (*Proxy, error) {
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
-}
-
-// StartProxy is NewProxy that fails tb and closes the proxy when the test ends.
-func StartProxy(tb testing.TB, target string) *Proxy {
-	tb.Helper()
-	p, err := NewProxy(target)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(p.Close)
-	return p
 }
 
 // Addr is the proxy's address, "127.0.0.1:port".

@@ -1,10 +1,13 @@
-package httplimit_test
+package routelimit_test
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
-	"github.com/costgate/costgate/limiter/httplimit"
+	"github.com/costgate/costgate/internal/routelimit"
+	"github.com/costgate/costgate/limiter"
 )
 
 func TestParseRoute(t *testing.T) {
@@ -25,7 +28,7 @@ func TestParseRoute(t *testing.T) {
 			[]string{"PATCH /a/b/", "PATCH /a/b"}, []string{"PATCH /a/b/c"}},
 	} {
 		t.Run(tc.pattern, func(t *testing.T) {
-			method, path, prefix, err := httplimit.ParseRoute(tc.pattern)
+			method, path, prefix, err := routelimit.ParseRoute(tc.pattern)
 			if err != nil {
 				t.Fatalf("ParseRoute error: %v", err)
 			}
@@ -34,24 +37,24 @@ func TestParseRoute(t *testing.T) {
 			}
 			for _, req := range tc.hits {
 				m, p, _ := strings.Cut(req, " ")
-				if !httplimit.Matches(tc.pattern, m, p) {
+				if !routelimit.Matches(tc.pattern, m, p) {
 					t.Errorf("%q does not match %s, want it to", tc.pattern, req)
 				}
 			}
 			for _, req := range tc.miss {
 				m, p, _ := strings.Cut(req, " ")
-				if httplimit.Matches(tc.pattern, m, p) {
+				if routelimit.Matches(tc.pattern, m, p) {
 					t.Errorf("%q matches %s, want it not to", tc.pattern, req)
 				}
 			}
 		})
 	}
 	for _, bad := range []string{"", "api/*", "get /x", "/a/*/b", "/api*", "GET /a b", "/products/{id}", "/a//b", "/a?b", "/a%2fb", "/a;b", `/a\b`} {
-		if _, _, _, err := httplimit.ParseRoute(bad); err == nil {
+		if _, _, _, err := routelimit.ParseRoute(bad); err == nil {
 			t.Errorf("ParseRoute(%q) accepted", bad)
 		}
 	}
-	if !httplimit.Covers("/api/*", "GET /api/products") || httplimit.Covers("GET /api/*", "/api/x") {
+	if !routelimit.Covers("/api/*", "GET /api/products") || routelimit.Covers("GET /api/*", "/api/x") {
 		t.Error("Covers gets shadowing wrong")
 	}
 	// Patterns are compared as requests are: without case or trailing slash.
@@ -68,8 +71,35 @@ func TestParseRoute(t *testing.T) {
 		{"/api/*", "/api/v2/*", true},
 		{"POST /login.json", "POST /login", false},
 	} {
-		if got := httplimit.Covers(tc.a, tc.b); got != tc.covers {
+		if got := routelimit.Covers(tc.a, tc.b); got != tc.covers {
 			t.Errorf("Covers(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.covers)
+		}
+	}
+}
+
+// ValidateRoutes names each refused setting by a path a caller can map onto
+// its own names (the server's config onto routes[i].match) without parsing.
+func TestValidateRoutesPaths(t *testing.T) {
+	p := &limiter.Policy{Name: "p"}
+	err := routelimit.ValidateRoutes([]routelimit.Route{
+		{Pattern: "/a", Policies: []*limiter.Policy{p}},
+		{Pattern: "/a", Policies: []*limiter.Policy{p, nil}},
+	})
+	want := []struct {
+		field string
+		path  []any
+	}{
+		{"Routes[1].Pattern", []any{"Routes", 1, "Pattern"}},
+		{"Routes[1].Policies[1]", []any{"Routes", 1, "Policies", 1}},
+	}
+	got := limiter.Errors(err)
+	if len(got) != len(want) {
+		t.Fatalf("errors %v, want %d", got, len(want))
+	}
+	for i, e := range got {
+		var fe *limiter.FieldError
+		if !errors.As(e, &fe) || fe.Field != want[i].field || !slices.Equal(fe.Path, want[i].path) {
+			t.Errorf("error %d = %#v, want Field %s, Path %v", i, e, want[i].field, want[i].path)
 		}
 	}
 }

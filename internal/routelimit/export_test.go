@@ -1,4 +1,4 @@
-package httplimit
+package routelimit
 
 // FoldRune is foldRune, for the exhaustive test of every rune.
 var FoldRune = foldRune

@@ -1,21 +1,17 @@
-package httplimit_test
+package routelimit_test
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
-
+	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
+	"github.com/costgate/costgate/limiter/memstore"
 )
 
 func TestNormalizePath(t *testing.T) {
@@ -78,7 +74,7 @@ func TestNormalizePath(t *testing.T) {
 		{"/login\x00", ""},
 		{"/login\xff", ""},
 	} {
-		got, err := httplimit.NormalizePath(tc.in)
+		got, err := routelimit.NormalizePath(tc.in)
 		switch {
 		case tc.want == "" && err == nil:
 			t.Errorf("NormalizePath(%q) = %q, want an error", tc.in, got)
@@ -93,7 +89,7 @@ func TestNormalizePath(t *testing.T) {
 // A path already in normal form, every request's case, costs no allocation.
 func TestNormalizePathAllocatesNothingWhenNormal(t *testing.T) {
 	for _, p := range []string{"/", "/api/products/7", "/login", "/.well-known/x"} {
-		if n := testing.AllocsPerRun(100, func() { httplimit.NormalizePath(p) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { routelimit.NormalizePath(p) }); n != 0 {
 			t.Errorf("NormalizePath(%q): %v allocations, want 0", p, n)
 		}
 	}
@@ -133,13 +129,13 @@ func TestNormalizedSpellingsMatchTheRoute(t *testing.T) {
 		t.Run(tc.pattern, func(t *testing.T) {
 			for _, req := range tc.hits {
 				m, p, _ := strings.Cut(req, " ")
-				if !httplimit.Matches(tc.pattern, m, p) {
+				if !routelimit.Matches(tc.pattern, m, p) {
 					t.Errorf("%q does not match %s, want it to", tc.pattern, req)
 				}
 			}
 			for _, req := range tc.misses {
 				m, p, _ := strings.Cut(req, " ")
-				if httplimit.Matches(tc.pattern, m, p) {
+				if routelimit.Matches(tc.pattern, m, p) {
 					t.Errorf("%q matches %s, want it not to", tc.pattern, req)
 				}
 			}
@@ -156,11 +152,11 @@ func TestNormalizePathFoldsEveryRune(t *testing.T) {
 		if !utf8.ValidRune(r) || unicode.IsControl(r) {
 			continue
 		}
-		got := httplimit.FoldRune(r)
-		if again := httplimit.FoldRune(got); again != got {
+		got := routelimit.FoldRune(r)
+		if again := routelimit.FoldRune(got); again != got {
 			t.Errorf("%U folds to %U, then %U", r, got, again)
 		}
-		if other := httplimit.FoldRune(unicode.SimpleFold(r)); other != got {
+		if other := routelimit.FoldRune(unicode.SimpleFold(r)); other != got {
 			t.Errorf("%U folds to %U, its fold %U to %U", r, got, unicode.SimpleFold(r), other)
 		}
 		if (got < utf8.RuneSelf) != toASCII[r] {
@@ -169,8 +165,8 @@ func TestNormalizePathFoldsEveryRune(t *testing.T) {
 	}
 	// NormalizePath folds with it.
 	for _, r := range []rune{'\u212a', 'ſ', 'ı', 'İ', 'Σ', 'ς', 'Å', 'ǅ'} {
-		got, err := httplimit.NormalizePath("/" + string(r))
-		if want := "/" + string(httplimit.FoldRune(r)); err != nil || got != want {
+		got, err := routelimit.NormalizePath("/" + string(r))
+		if want := "/" + string(routelimit.FoldRune(r)); err != nil || got != want {
 			t.Errorf("NormalizePath(/%c) = %q, %v, want %q", r, got, err, want)
 		}
 	}
@@ -258,8 +254,8 @@ func FuzzNormalizePath(f *testing.F) {
 	f.Add("", []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16})
 	f.Add("", []byte{0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0xf8, 0xf7, 0xf6})
 	f.Fuzz(func(t *testing.T, p string, recipe []byte) {
-		if got, err := httplimit.NormalizePath(p); err == nil {
-			if again, err := httplimit.NormalizePath(got); err != nil || again != got {
+		if got, err := routelimit.NormalizePath(p); err == nil {
+			if again, err := routelimit.NormalizePath(got); err != nil || again != got {
 				t.Fatalf("NormalizePath(%q) = %q, then %q, %v", p, got, again, err)
 			}
 			if !strings.HasPrefix(got, "/") || strings.Contains(got, "//") || strings.ContainsAny(got, "\\;?#ABCDEFGHIJKLMNOPQRSTUVWXYZ") ||
@@ -267,57 +263,14 @@ func FuzzNormalizePath(f *testing.F) {
 				t.Fatalf("NormalizePath(%q) = %q: not in normal form", p, got)
 			}
 		}
-		httplimit.Matches("/api/*", "GET", p) // both readings, whatever p is
+		routelimit.Matches("/api/*", "GET", p) // both readings, whatever p is
 		rt := fuzzRoutes[len(recipe)%len(fuzzRoutes)]
 		method, spelt := spell(rt.method, rt.path, recipe)
-		if !httplimit.Matches(rt.pattern, method, spelt) {
-			norm, err := httplimit.NormalizePath(spelt)
+		if !routelimit.Matches(rt.pattern, method, spelt) {
+			norm, err := routelimit.NormalizePath(spelt)
 			t.Fatalf("%q does not match %s %s (normalised %q, %v)", rt.pattern, method, spelt, norm, err)
 		}
 	})
-}
-
-// chi's CleanPath and StripSlashes route other spellings of /login to the
-// login handler without changing r.URL.Path: the middleware in the route's
-// group charges them as /login, and an undecodable path is refused.
-func TestHandlerChargesWhatTheRouterRoutes(t *testing.T) {
-	login := &limiter.Policy{Name: "login_ip", Algorithm: limiter.SlidingLog, Limit: 3, Period: time.Hour, Key: []string{identity.PartIP, identity.PartRoute}}
-	mw, err := httplimit.New(httplimit.Config{Limiter: memLimiter(t), Identity: resolver(t, identity.Config{}),
-		Routes: []httplimit.Route{{Pattern: "POST /login", Policies: []*limiter.Policy{login}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := chi.NewRouter()
-	r.Use(middleware.CleanPath, middleware.StripSlashes)
-	served := 0
-	r.Group(func(r chi.Router) {
-		r.Use(mw.Handler)
-		r.Post("/login", func(w http.ResponseWriter, r *http.Request) { served++ })
-	})
-	post := func(target string) *httptest.ResponseRecorder {
-		w := httptest.NewRecorder()
-		r.ServeHTTP(w, httptest.NewRequest("POST", target, nil))
-		return w
-	}
-	for _, target := range []string{"/login", "/login", "/login"} {
-		if w := post(target); w.Code != http.StatusOK {
-			t.Fatalf("POST %s: %d, want 200", target, w.Code)
-		}
-	}
-	for target, want := range map[string]int{"/login/": 429, "//login": 429, "/x/../login": 429, "/login": 429, "/login%2F": 404} {
-		if w := post(target); w.Code != want || want == 429 && w.Header().Get("X-RateLimit-Remaining") != "0" {
-			t.Errorf("POST %s after 3: %d %v, want %d", target, w.Code, w.Header(), want)
-		}
-	}
-	if served != 3 {
-		t.Errorf("the login handler ran %d times, want 3", served)
-	}
-	// In front of the router, a path that does not decode is refused.
-	w := httptest.NewRecorder()
-	mw.Handler(r).ServeHTTP(w, httptest.NewRequest("POST", "/login%C0%AF", nil))
-	if w.Code != http.StatusBadRequest || served != 3 {
-		t.Errorf("POST /login%%C0%%AF: %d, want 400", w.Code)
-	}
 }
 
 // A path is read as normalising servers read it and as literal ones
@@ -325,7 +278,7 @@ func TestHandlerChargesWhatTheRouterRoutes(t *testing.T) {
 // names is charged, and one the readings put on two such routes is refused.
 func TestMatchReadsThePathBothWays(t *testing.T) {
 	p := &limiter.Policy{Name: "p", Algorithm: limiter.FixedWindow, Limit: 1, Period: time.Hour, Key: []string{identity.PartIP}}
-	mw, err := httplimit.New(httplimit.Config{Limiter: memLimiter(t), Identity: resolver(t, identity.Config{}), Routes: []httplimit.Route{
+	mw, err := routelimit.New(routelimit.Config{Limiter: memLimiter(t), Identity: resolver(t, identity.Config{}), Routes: []routelimit.Route{
 		{Pattern: "POST /login", Policies: []*limiter.Policy{p}},
 		{Pattern: "/public/*"}, // exempt
 		{Pattern: "/api/*", Policies: []*limiter.Policy{p}},
@@ -364,4 +317,23 @@ func TestMatchReadsThePathBothWays(t *testing.T) {
 			t.Errorf("Match(%s %s) = %q (%v), want %q", tc.method, tc.path, got, err, tc.want)
 		}
 	}
+}
+
+func memLimiter(t *testing.T) *limiter.Limiter {
+	t.Helper()
+	lim, err := limiter.New(memstore.New(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
+}
+
+func resolver(t *testing.T, cfg identity.Config) *identity.Resolver {
+	t.Helper()
+	cfg.HashKey = []byte("routelimit-test-hash-key")
+	res, err := identity.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

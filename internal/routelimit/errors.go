@@ -1,11 +1,11 @@
-package httplimit
+package routelimit
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 
+	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/header"
 )
@@ -16,14 +16,6 @@ const (
 	CodeUnavailable = "rate_limiter_unavailable"
 )
 
-// errorBody is the JSON body of a 429 or 503.
-type errorBody struct {
-	Error         string `json:"error"`
-	Message       string `json:"message"`
-	Policy        string `json:"policy,omitempty"`
-	RetryAfterSec int64  `json:"retry_after_sec,omitempty"`
-}
-
 // WriteDenied answers a denied request: 429 with Retry-After when the
 // policy denied, 503 when the store failed and the policy fails closed.
 func WriteDenied(w http.ResponseWriter, d limiter.Decision) {
@@ -33,16 +25,14 @@ func WriteDenied(w http.ResponseWriter, d limiter.Decision) {
 	}
 	switch {
 	case d.Outcome == limiter.ErrorDenied:
-		w.Header().Set(header.RetryAfter, strconv.Itoa(header.UnavailableRetryAfter))
-		writeError(w, http.StatusServiceUnavailable, errorBody{
-			Error:         CodeUnavailable,
-			Message:       "the rate limiter cannot reach its store, and this route fails closed; retry shortly",
-			Policy:        name,
-			RetryAfterSec: header.UnavailableRetryAfter,
+		jsonerror.Unavailable(w, jsonerror.Body{
+			Error:   CodeUnavailable,
+			Message: "the rate limiter cannot reach its store, and this route fails closed; retry shortly",
+			Policy:  name,
 		})
 	case d.ExceedsCapacity:
 		// Retrying cannot help: no Retry-After.
-		writeError(w, http.StatusTooManyRequests, errorBody{
+		jsonerror.Write(w, http.StatusTooManyRequests, jsonerror.Body{
 			Error:   CodeRateLimit,
 			Message: fmt.Sprintf("the request costs %d, more than policy %q can ever grant (%d)", d.Cost, name, d.Limit),
 			Policy:  name,
@@ -50,7 +40,7 @@ func WriteDenied(w http.ResponseWriter, d limiter.Decision) {
 	default:
 		secs := header.RetryAfterSeconds(d)
 		w.Header().Set(header.RetryAfter, strconv.FormatInt(secs, 10))
-		writeError(w, http.StatusTooManyRequests, errorBody{
+		jsonerror.Write(w, http.StatusTooManyRequests, jsonerror.Body{
 			Error:         CodeRateLimit,
 			Message:       fmt.Sprintf("rate limit of policy %q exceeded; retry in %ds", name, secs),
 			Policy:        name,
@@ -68,11 +58,4 @@ func errorCode(status int) string {
 	default:
 		return "bad_request"
 	}
-}
-
-func writeError(w http.ResponseWriter, status int, body errorBody) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
 }

@@ -1,4 +1,4 @@
-package httplimit
+package routelimit
 
 import (
 	"fmt"
@@ -10,19 +10,11 @@ import (
 	"github.com/costgate/costgate/limiter"
 )
 
-// Route applies policies to the requests its pattern matches.
+// Route applies policies to the requests its pattern matches (see
+// httplimit.Route for Pattern's syntax, the config file's match).
 type Route struct {
-	// Pattern is "METHOD /path" or "/path" (any method). A path ending in
-	// "/*" matches that directory and everything below it ("/api/*" matches
-	// "/api", "/api/" and "/api/products/7", not "/apis"); any other path
-	// matches that path and its format suffixes ("/login" matches "/login"
-	// and "/login.json"). Both are compared with the request's path as
-	// NormalizePath spells it, so without case and trailing slashes. This is
-	// the config file's `match` syntax.
-	Pattern string
-	// Policies are charged in order, all or nothing. An empty list exempts
-	// the route from later, broader routes.
-	Policies []*limiter.Policy
+	Pattern  string
+	Policies []*limiter.Policy // charged in order, all or nothing; none exempts the route
 }
 
 // rule is a parsed route pattern.
