@@ -101,7 +101,7 @@ func (w *actualWalker) set(set ast.SelectionSet, obj *typeInfo, data int32, root
 		}
 		switch sel := sel.(type) {
 		case *ast.Field:
-			if !w.included(sel.Directives) {
+			if !w.included(sel.Directives) || w.free(sel, obj, root) {
 				continue
 			}
 			if v, ok := w.r.get(data, responseKey(sel)); ok {
@@ -129,6 +129,18 @@ func (w *actualWalker) set(set ast.SelectionSet, obj *typeInfo, data int32, root
 		}
 	}
 	return total
+}
+
+// free reports a field whose price is 0 whatever the response holds for it: a
+// scalar or enum without a weight or an argument that costs. Most fields of a
+// response are, and they are not looked up in it.
+func (w *actualWalker) free(f *ast.Field, obj *typeInfo, root bool) bool {
+	if len(f.SelectionSet) > 0 {
+		return false
+	}
+	fi := obj.fields[f.Name]
+	return fi != nil && !fi.argCost && fi.typ.kind != ast.Object && fi.typ.kind != ast.Interface &&
+		fi.typ.kind != ast.Union && w.s.weight(fi, fi.typ, nil, obj, root) == 0
 }
 
 // memoized prices each (fragment or abstract item, type, response object) once: without
