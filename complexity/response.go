@@ -204,6 +204,12 @@ func (p *responseParser) string() (span, error) {
 	start := p.i + 1
 	escaped := false
 	for j := start; j < len(p.data); j++ {
+		for j < len(p.data) && plainByte[p.data[j]] { // the common run, one load and test a byte
+			j++
+		}
+		if j == len(p.data) {
+			break
+		}
 		switch c := p.data[j]; {
 		case c == '"':
 			p.i = j + 1
@@ -226,6 +232,15 @@ func (p *responseParser) string() (span, error) {
 	p.i = len(p.data)
 	return span{}, p.fail()
 }
+
+// plainByte marks the bytes a string holds as they are: not a quote, a
+// backslash or a control character.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // decode keeps s in r.decoded and returns its span.
 func (r *response) decode(s string) span {
