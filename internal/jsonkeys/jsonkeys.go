@@ -17,6 +17,7 @@
 package jsonkeys
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -337,22 +338,31 @@ func (s *scanner) object(names Names, path string, depth int) error {
 	}
 }
 
-// seenNames are the names of one object read so far: a few, kept without a map.
+// seenNames are the names of one object read so far: a few, kept without a
+// map (and, while they fit in buf, without an allocation).
 type seenNames struct {
-	names []string
-	buf   [4]string
+	buf  [4]string
+	n    int
+	more []string
 }
 
 func (n *seenNames) add(name string) bool {
-	for _, s := range n.names {
+	for _, s := range n.buf[:n.n] {
 		if s == name {
 			return false
 		}
 	}
-	if n.names == nil {
-		n.names = n.buf[:0]
+	for _, s := range n.more {
+		if s == name {
+			return false
+		}
 	}
-	n.names = append(n.names, name)
+	if n.n < len(n.buf) {
+		n.buf[n.n] = name
+		n.n++
+	} else {
+		n.more = append(n.more, name)
+	}
 	return true
 }
 
@@ -414,25 +424,27 @@ func String(value []byte) (s string, ok bool) {
 // unquote decodes the text of a string whose escapes were checked: a lone
 // or broken surrogate becomes U+FFFD, as encoding/json makes it.
 func unquote(text []byte) string {
-	b := make([]byte, 0, len(text))
+	var b strings.Builder // one allocation: the text only shrinks
+	b.Grow(len(text))
 	for i := 0; i < len(text); i++ {
-		c := text[i]
-		if c != '\\' {
-			b = append(b, c)
-			continue
+		run := bytes.IndexByte(text[i:], '\\')
+		if run < 0 {
+			b.Write(text[i:])
+			break
 		}
-		i++
+		b.Write(text[i : i+run])
+		i += run + 1
 		switch text[i] {
 		case 'b':
-			b = append(b, '\b')
+			b.WriteByte('\b')
 		case 'f':
-			b = append(b, '\f')
+			b.WriteByte('\f')
 		case 'n':
-			b = append(b, '\n')
+			b.WriteByte('\n')
 		case 'r':
-			b = append(b, '\r')
+			b.WriteByte('\r')
 		case 't':
-			b = append(b, '\t')
+			b.WriteByte('\t')
 		case 'u':
 			r := hex4(text[i+1 : i+5])
 			i += 4
@@ -442,16 +454,16 @@ func unquote(text []byte) string {
 					r2 = hex4(text[i+3 : i+7])
 				}
 				if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-					b = utf8.AppendRune(b, dec)
+					b.WriteRune(dec)
 					i += 6
 					continue
 				}
 				r = utf8.RuneError
 			}
-			b = utf8.AppendRune(b, r)
+			b.WriteRune(r)
 		default: // '"', '\\', '/'
-			b = append(b, text[i])
+			b.WriteByte(text[i])
 		}
 	}
-	return string(b)
+	return b.String()
 }

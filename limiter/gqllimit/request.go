@@ -55,7 +55,6 @@ func isNull(v json.RawMessage) bool {
 // readBody reads a POST body into p, strictly (see above), in the one pass
 // of jsonkeys.Read.
 func readBody(body []byte, p *params) *Error {
-	bad := reject(http.StatusBadRequest, CodeBadRequest, "the body must be a JSON object with a query")
 	var query, operationName, variables, extensions []byte
 	err := jsonkeys.Read(body, requestNames, func(name string, value []byte) {
 		switch name {
@@ -70,17 +69,17 @@ func readBody(body []byte, p *params) *Error {
 		}
 	})
 	if err != nil {
-		return ambiguous(err, bad)
+		return ambiguous(err, notAnObject())
 	}
 	if t := bytes.TrimLeft(body, " \t\r\n"); t[0] != '{' && !isNull(t) {
-		return bad // a string or a number; null is an empty request, as encoding/json reads it
+		return notAnObject() // a string or a number; null is an empty request, as encoding/json reads it
 	}
 	var ok bool
 	if p.Query, ok = stringOrNull(query); !ok {
-		return bad
+		return notAnObject()
 	}
 	if p.OperationName, ok = stringOrNull(operationName); !ok {
-		return bad
+		return notAnObject()
 	}
 	if rerr := p.setVariables(variables); rerr != nil {
 		return rerr
@@ -89,6 +88,10 @@ func readBody(body []byte, p *params) *Error {
 		p.Extensions = extensions
 	}
 	return nil
+}
+
+func notAnObject() *Error {
+	return reject(http.StatusBadRequest, CodeBadRequest, "the body must be a JSON object with a query")
 }
 
 // stringOrNull decodes a member that must be a string; absent or null it is "".
