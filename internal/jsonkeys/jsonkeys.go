@@ -70,16 +70,15 @@ func Check(data []byte, names Names) error {
 	return Read(data, names, nil)
 }
 
-// Read is Check, in the same single pass handing found (when not nil) each
-// member of the top-level object that names holds: its name and its value
-// as raw JSON, a slice of data without the spaces around it. found is
-// called as members are read, before Read reaches the end of data; only
-// Read's nil error says the whole of data passed.
+// Read is Check that, once data passed, hands found (when not nil) each
+// member of the top-level object that names holds, in the order they came:
+// its name and its value as raw JSON, a slice of data without the spaces
+// around it. The values are those of the same single pass.
 func Read(data []byte, names Names, found func(name string, value []byte)) error {
 	if !utf8.Valid(data) {
 		return fmt.Errorf("%w: bytes that are not UTF-8", ErrSyntax)
 	}
-	s := scanner{data: data, found: found}
+	s := scanner{data: data}
 	s.space()
 	if err := s.value(names, "", 0); err != nil {
 		return err
@@ -87,6 +86,11 @@ func Read(data []byte, names Names, found func(name string, value []byte)) error
 	s.space()
 	if s.i != len(data) {
 		return s.fail("data after the value")
+	}
+	if found != nil {
+		for _, m := range s.top.all() {
+			found(m.name, data[m.start:m.end])
+		}
 	}
 	return nil
 }
@@ -96,9 +100,37 @@ const maxDepth = 10000
 
 // scanner reads one JSON value of data, checked against the grammar as it goes.
 type scanner struct {
-	data  []byte
-	i     int
-	found func(name string, value []byte) // top-level members in names
+	data []byte
+	i    int
+	top  members // the top-level members in names
+}
+
+// members are where the checked members of the top-level object are in data.
+type members struct {
+	buf  [4]member
+	n    int
+	more []member
+}
+
+type member struct {
+	name       string
+	start, end int
+}
+
+func (ms *members) add(m member) {
+	if ms.n < len(ms.buf) {
+		ms.buf[ms.n] = m
+		ms.n++
+		return
+	}
+	ms.more = append(ms.more, m)
+}
+
+func (ms *members) all() []member {
+	if len(ms.more) == 0 {
+		return ms.buf[:ms.n]
+	}
+	return append(ms.buf[:ms.n:ms.n], ms.more...)
 }
 
 func (s *scanner) fail(what string) error {
@@ -319,8 +351,8 @@ func (s *scanner) object(names Names, path string, depth int) error {
 		if err != nil {
 			return err
 		}
-		if checked && path == "" && s.found != nil {
-			s.found(name, s.data[start:s.i])
+		if checked && path == "" {
+			s.top.add(member{name: name, start: start, end: s.i})
 		}
 		s.space()
 		if s.i >= len(s.data) {

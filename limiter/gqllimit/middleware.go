@@ -30,7 +30,7 @@ type params struct {
 // isJSON reports a Content-Type of application/json (parameters allowed),
 // the one gqlgen's POST transport serves; an absent one is taken as JSON.
 func isJSON(contentType string) bool {
-	if contentType == "" {
+	if contentType == "" || contentType == "application/json" {
 		return true
 	}
 	mt, _, err := mime.ParseMediaType(contentType)
