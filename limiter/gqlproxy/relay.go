@@ -276,7 +276,7 @@ func (s *scanner) fill(n int) bool {
 
 // peek skips whitespace and returns the next byte, or 0 at the end.
 func (s *scanner) peek() byte {
-	for s.fill(1) {
+	for s.r < s.n || s.fill(1) {
 		switch c := s.buf[s.r]; c {
 		case ' ', '\t', '\n', '\r':
 			s.r++
@@ -410,11 +410,7 @@ func (s *scanner) string(out *replyWriter, limit int) error {
 		}
 		// The plain run: printable ASCII without quotes or backslashes.
 		run := s.r
-		for run < s.n {
-			c := s.buf[run]
-			if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
-				break
-			}
+		for run < s.n && plainASCII[s.buf[run]] {
 			run++
 		}
 		s.keep(s.buf[s.r:run])
@@ -450,6 +446,14 @@ func (s *scanner) string(out *replyWriter, limit int) error {
 		}
 	}
 }
+
+// plainASCII marks the bytes of a string's plain run.
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // keep adds b to the decoded text, up to s.textMax.
 func (s *scanner) keep(b []byte) {
