@@ -3,6 +3,7 @@ module github.com/costgate/costgate/bench
 go 1.26.8
 
 require (
+	github.com/99designs/gqlgen v0.17.98
 	github.com/costgate/costgate v0.0.0-00010101000000-000000000000
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
@@ -12,10 +13,10 @@ require (
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/tsenart/vegeta/v12 v12.13.0
 	github.com/ulule/limiter/v3 v3.11.2
+	github.com/vektah/gqlparser/v2 v2.5.64
 )
 
 require (
-	github.com/99designs/gqlgen v0.17.98 // indirect
 	github.com/agnivade/levenshtein v1.2.2 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -33,7 +34,6 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rs/dnscache v0.0.0-20230804202142-fc85eb664529 // indirect
 	github.com/sosodev/duration v1.4.0 // indirect
-	github.com/vektah/gqlparser/v2 v2.5.64 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect

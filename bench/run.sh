@@ -92,12 +92,14 @@ libtables() {
 		libtables Memory /impl
 		libtables MemoryPerKey /impl
 		libtables Limiter /impl
+		libtables GraphQL /impl
+		libtables GraphQLProxy /impl
 		libtables RedisAlgorithms /alg
 		libtables MemoryAlgorithms /alg
 		echo "<details><summary>benchstat's own output</summary>"
 		echo
 		echo '```'
-		for n in Redis RedisLogin RedisMemory Memory MemoryPerKey Limiter; do
+		for n in Redis RedisLogin RedisMemory Memory MemoryPerKey Limiter GraphQL GraphQLProxy; do
 			if grep -q "^Benchmark$n/" "$work/lib.txt"; then
 				benchstat -col /impl -filter ".name:$n" "$work/lib.txt" 2>&1
 			fi

@@ -95,13 +95,14 @@ type actualWalker struct {
 // node of w.r).
 func (w *actualWalker) set(set ast.SelectionSet, obj *typeInfo, data int32, root bool) int64 {
 	var total int64
-	for _, sel := range set {
+	free := w.freeIn(set, obj, root)
+	for i, sel := range set {
 		if w.err != nil {
 			return 0
 		}
 		switch sel := sel.(type) {
 		case *ast.Field:
-			if !w.included(sel.Directives) {
+			if free[i] || !w.included(sel.Directives) {
 				continue
 			}
 			if v, ok := w.r.get(data, responseKey(sel)); ok {
@@ -129,6 +130,42 @@ func (w *actualWalker) set(set ast.SelectionSet, obj *typeInfo, data int32, root
 		}
 	}
 	return total
+}
+
+// freeIn reports which selections of set, on obj, are free fields: priced 0
+// whatever the response holds for them (scalars and enums without a weight or
+// an argument that costs). Most fields of a response are, and they are not
+// looked up in it. It is worked out once per selection set and type in a
+// walk, not once per response object.
+func (w *actualWalker) freeIn(set ast.SelectionSet, obj *typeInfo, root bool) []bool {
+	if len(set) == 0 {
+		return nil
+	}
+	r := w.r
+	key := freeKey{first: &set[0], obj: obj, root: root}
+	if free, ok := r.free[key]; ok {
+		return free
+	}
+	start := len(r.freeBits)
+	for _, sel := range set {
+		f, ok := sel.(*ast.Field)
+		r.freeBits = append(r.freeBits, ok && w.isFree(f, obj, root))
+	}
+	free := r.freeBits[start:len(r.freeBits):len(r.freeBits)]
+	if r.free == nil {
+		r.free = map[freeKey][]bool{}
+	}
+	r.free[key] = free
+	return free
+}
+
+func (w *actualWalker) isFree(f *ast.Field, obj *typeInfo, root bool) bool {
+	if len(f.SelectionSet) > 0 {
+		return false
+	}
+	fi := obj.fields[f.Name]
+	return fi != nil && !fi.argCost && fi.typ.kind != ast.Object && fi.typ.kind != ast.Interface &&
+		fi.typ.kind != ast.Union && w.s.weight(fi, fi.typ, nil, obj, root) == 0
 }
 
 // memoized prices each (fragment or abstract item, type, response object) once: without

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+
+	"github.com/vektah/gqlparser/v2/ast"
 )
 
 // response is a JSON value read into flat slices, so that pricing what an operation
@@ -19,6 +21,18 @@ type response struct {
 	members []member         // the children of objects (with keys) and arrays, each contiguous
 	stack   []member         // scratch, while an object or array is open
 	index   map[int32]rindex // lookup tables of objects with many members, built on demand
+
+	// The pricing's scratch, kept with the response for reuse: which selections
+	// of a set are free, by set and type (see actualWalker.freeIn).
+	free     map[freeKey][]bool
+	freeBits []bool
+}
+
+// freeKey is a selection set (by its first selection) selected on one type.
+type freeKey struct {
+	first *ast.Selection
+	obj   *typeInfo
+	root  bool
 }
 
 type rkind uint8
@@ -72,6 +86,8 @@ func putResponse(r *response) {
 	}
 	r.src, r.index = nil, nil
 	r.decoded, r.nodes, r.members, r.stack = r.decoded[:0], r.nodes[:0], r.members[:0], r.stack[:0]
+	clear(r.free) // its keys point into the operation priced
+	r.freeBits = r.freeBits[:0]
 	responses.Put(r)
 }
 
@@ -204,6 +220,12 @@ func (p *responseParser) string() (span, error) {
 	start := p.i + 1
 	escaped := false
 	for j := start; j < len(p.data); j++ {
+		for j < len(p.data) && plainByte[p.data[j]] { // the common run, one load and test a byte
+			j++
+		}
+		if j == len(p.data) {
+			break
+		}
 		switch c := p.data[j]; {
 		case c == '"':
 			p.i = j + 1
@@ -226,6 +248,15 @@ func (p *responseParser) string() (span, error) {
 	p.i = len(p.data)
 	return span{}, p.fail()
 }
+
+// plainByte marks the bytes a string holds as they are: not a quote, a
+// backslash or a control character.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // decode keeps s in r.decoded and returns its span.
 func (r *response) decode(s string) span {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/costgate/costgate/internal/jsonkeys"
 )
@@ -105,6 +106,93 @@ func FuzzCheck(f *testing.F) {
 		}
 		if string(folded.Username) != string(exact["username"]) {
 			t.Errorf("in %q encoding/json reads username %s, an exact-key reader %s", data, folded.Username, exact["username"])
+		}
+	})
+}
+
+// Read hands back the top-level members it checked, raw and trimmed, under
+// the name they matched (escapes in the key decoded).
+func TestRead(t *testing.T) {
+	names := jsonkeys.Names{"query": nil, "variables": nil, "extensions": {"persistedQuery": nil}}
+	data := `{ "\u0071uery" : "{ a }" , "other":{"query":1}, "variables": {"n": [1, 2]},"extensions":null }`
+	got := map[string]string{}
+	err := jsonkeys.Read([]byte(data), names, func(name string, value []byte) { got[name] = string(value) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"query": `"{ a }"`, "variables": `{"n": [1, 2]}`, "extensions": "null"}
+	if len(got) != len(want) {
+		t.Errorf("Read found %v, want %v", got, want)
+	}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("Read found %s = %s, want %s", name, got[name], v)
+		}
+	}
+}
+
+// String decodes as encoding/json does, broken surrogates included.
+func TestString(t *testing.T) {
+	for _, raw := range []string{
+		`""`, `"plain"`, `"a\nb\t\"c\"\\\/"`, `"\u00e9\u20AC"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ude00x"`,
+		`"\ud83d\u0041"`, `"\ud83d\ud83d\ude00"`, `"é ſ"`, `"\u0000"`,
+	} {
+		var want string
+		if err := json.Unmarshal([]byte(raw), &want); err != nil {
+			t.Fatalf("json.Unmarshal(%s): %v", raw, err)
+		}
+		if got, ok := jsonkeys.String([]byte(raw)); !ok || got != want {
+			t.Errorf("String(%s) = %q, %v; want %q", raw, got, ok, want)
+		}
+	}
+	for _, raw := range []string{``, `"`, `1`, `null`, `{}`} {
+		if _, ok := jsonkeys.String([]byte(raw)); ok {
+			t.Errorf("String(%s) took it for a string", raw)
+		}
+	}
+}
+
+// Read accepts exactly the UTF-8 JSON encoding/json accepts (ambiguous
+// objects aside), and the members it hands back are those an exact-key
+// reader takes, their strings decoded alike.
+func FuzzRead(f *testing.F) {
+	for _, s := range []string{`{"query":"{ a }","variables":{"n":1}}`, `{"query":"\ud83d\u0041","\u0071uery":1}`,
+		` {"query" : "x\n" } `, `[{"query":1}]`, `{"query":-0.5e+3}`, `"\u00e9"`, `{"a":[true,false,null,{}]}`} {
+		f.Add([]byte(s))
+	}
+	names := jsonkeys.Names{"query": nil, "variables": nil}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		found := map[string][]byte{}
+		err := jsonkeys.Read(data, names, func(name string, value []byte) { found[name] = value })
+		var ambiguous *jsonkeys.Error
+		valid := json.Valid(data) && utf8.Valid(data)
+		switch {
+		case errors.As(err, &ambiguous):
+			return // found while reading, as far as the data is read
+		case err != nil && valid:
+			t.Fatalf("Read(%q) = %v, but it is JSON", data, err)
+		case err == nil && !valid:
+			t.Fatalf("Read accepted %q, which is not JSON", data)
+		case err != nil:
+			return
+		}
+		var exact map[string]json.RawMessage
+		if json.Unmarshal(data, &exact) != nil {
+			if len(found) > 0 {
+				t.Fatalf("Read(%q) found members of what is not an object", data)
+			}
+			return
+		}
+		for name := range names {
+			if string(found[name]) != string(exact[name]) {
+				t.Errorf("in %q Read found %s = %s, an exact-key reader %s", data, name, found[name], exact[name])
+			}
+			var want string
+			if json.Unmarshal(exact[name], &want) == nil && exact[name] != nil && string(exact[name]) != "null" {
+				if got, ok := jsonkeys.String(found[name]); !ok || got != want {
+					t.Errorf("String(%s) = %q, want %q", found[name], got, want)
+				}
+			}
 		}
 	})
 }

@@ -2,6 +2,7 @@ package gqllimit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -258,4 +259,16 @@ func parseOrFail(tb testing.TB, query string) *ast.QueryDocument {
 		tb.Fatal(err)
 	}
 	return doc
+}
+
+// The price cache's key encodes a value as json.Marshal does, whichever
+// path encodes it.
+func TestAppendJSONIsMarshal(t *testing.T) {
+	for _, v := range []any{nil, true, false, 0, -7, int64(1) << 62, int32(-5), int64(10), 1.5, "x<y", []any{int64(1), "a"}, map[string]any{"b": 1, "a": nil}} {
+		want, _ := json.Marshal(v)
+		got, err := appendJSON(nil, v)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("appendJSON(%#v) = %s, %v; want %s", v, got, err, want)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -114,14 +115,17 @@ func priceKey(names []string, vars map[string]any) (string, bool) {
 	if len(names) == 0 {
 		return "", true
 	}
-	var b strings.Builder
+	var (
+		b       strings.Builder
+		scratch [32]byte
+	)
 	for _, name := range names {
 		v, ok := vars[name]
 		if !ok {
 			b.WriteString("-\x00")
 			continue
 		}
-		j, err := json.Marshal(v) // map keys sorted: one encoding per value
+		j, err := appendJSON(scratch[:0], v)
 		if err != nil {
 			return "", false
 		}
@@ -133,4 +137,24 @@ func priceKey(names []string, vars map[string]any) (string, bool) {
 		}
 	}
 	return b.String(), true
+}
+
+// appendJSON appends v as json.Marshal encodes it (map keys sorted: one
+// encoding per value), without its reflection for the integers, booleans
+// and nulls that most cost variables hold.
+func appendJSON(b []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case bool:
+		return strconv.AppendBool(b, x), nil
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int64:
+		return strconv.AppendInt(b, x, 10), nil
+	case int32:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	}
+	j, err := json.Marshal(v)
+	return append(b, j...), err
 }

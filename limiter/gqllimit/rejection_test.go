@@ -316,3 +316,29 @@ func TestMutationOverGET(t *testing.T) {
 		t.Errorf("charged %d, resolved %d times, counted %d", before-e.available(t), e.resolved.get("createReview"), e.rejections.get(gqllimit.CodeBadRequest))
 	}
 }
+
+// A body read in one pass keeps the answers of the decoder it replaced:
+// members of the wrong type, and a body that is not an object, are 400
+// BAD_REQUEST with nothing run or charged; null is an empty request.
+func TestBodyOfTheWrongShape(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	before := e.available(t)
+	for _, body := range []string{
+		`null`, ` null `, `"{ __typename }"`, `1`, `true`, `{"query":1}`, `{"query":["{ __typename }"]}`,
+		`{"query":"{ __typename }","operationName":1}`, `{"query":"{ __typename }","variables":[1]}`,
+		`{"query":"{ __typename }","variables":"x"}`, `{"query":"{ __typename }","extensions":1}`, `{}`, `{"query":null}`,
+	} {
+		r := e.raw(t, "POST", "/graphql", []byte(body), nil)
+		if r.Status != http.StatusBadRequest || r.Code() != gqllimit.CodeBadRequest {
+			t.Errorf("%s: %d %s, want 400 %s", body, r.Status, r.Body, gqllimit.CodeBadRequest)
+		}
+	}
+	if e.available(t) != before || e.resolved.get("__typename") != 0 {
+		t.Errorf("charged %d", before-e.available(t))
+	}
+	// Escapes in the query text are decoded as encoding/json decodes them.
+	r := e.raw(t, "POST", "/graphql", []byte(`{"query":"{ \u005f_typename\n}","operationName":null,"variables":null}`), nil)
+	if r.Status != http.StatusOK || string(r.Res.Data) != `{"__typename":"Query"}` {
+		t.Errorf("escaped query: %d %s", r.Status, r.Body)
+	}
+}

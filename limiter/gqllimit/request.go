@@ -52,29 +52,54 @@ func isNull(v json.RawMessage) bool {
 	return v == nil || string(bytes.TrimSpace(v)) == "null"
 }
 
-// readBody reads a POST body into p, strictly (see above).
+// readBody reads a POST body into p, strictly (see above), in the one pass
+// of jsonkeys.Read.
 func readBody(body []byte, p *params) *Error {
-	bad := reject(http.StatusBadRequest, CodeBadRequest, "the body must be a JSON object with a query")
-	if err := jsonkeys.Check(body, requestNames); err != nil {
-		return ambiguous(err, bad)
+	var query, operationName, variables, extensions []byte
+	err := jsonkeys.Read(body, requestNames, func(name string, value []byte) {
+		switch name {
+		case "query":
+			query = value
+		case "operationName":
+			operationName = value
+		case "variables":
+			variables = value
+		case "extensions":
+			extensions = value
+		}
+	})
+	if err != nil {
+		return ambiguous(err, notAnObject())
 	}
-	var raw struct {
-		Query         string          `json:"query"`
-		OperationName string          `json:"operationName"`
-		Variables     json.RawMessage `json:"variables"`
-		Extensions    json.RawMessage `json:"extensions"`
+	if t := bytes.TrimLeft(body, " \t\r\n"); t[0] != '{' && !isNull(t) {
+		return notAnObject() // a string or a number; null is an empty request, as encoding/json reads it
 	}
-	if json.Unmarshal(body, &raw) != nil {
-		return bad
+	var ok bool
+	if p.Query, ok = stringOrNull(query); !ok {
+		return notAnObject()
 	}
-	p.Query, p.OperationName = raw.Query, raw.OperationName
-	if rerr := p.setVariables(raw.Variables); rerr != nil {
+	if p.OperationName, ok = stringOrNull(operationName); !ok {
+		return notAnObject()
+	}
+	if rerr := p.setVariables(variables); rerr != nil {
 		return rerr
 	}
-	if !isNull(raw.Extensions) {
-		p.Extensions = raw.Extensions
+	if !isNull(extensions) {
+		p.Extensions = extensions
 	}
 	return nil
+}
+
+func notAnObject() *Error {
+	return reject(http.StatusBadRequest, CodeBadRequest, "the body must be a JSON object with a query")
+}
+
+// stringOrNull decodes a member that must be a string; absent or null it is "".
+func stringOrNull(value []byte) (string, bool) {
+	if isNull(value) {
+		return "", true
+	}
+	return jsonkeys.String(value)
 }
 
 // readQuery reads a GET request's parameters into p. A parameter given

@@ -243,6 +243,7 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, pr gqlexec.Request
 	}
 	ext := &replyWriter{max: maxExtensions}
 	sc := newScanner(res.Body, p.cfg.MaxResponseBytes)
+	defer func() { out.release(); ext.release(); sc.release() }()
 	sc.watch = []*replyWriter{out, ext}
 	if prep.added {
 		sc.strip = typenameAlias

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -65,13 +66,9 @@ func (o *replyWriter) Write(b []byte) {
 		}
 		return
 	}
-	if o.max > 0 && len(o.pending)+len(b) > o.max {
-		o.err = fmt.Errorf("extensions larger than %d bytes", o.max)
-		return
-	}
-	o.pending = append(o.pending, b...)
-	if o.commitAt > 0 && len(o.pending) >= o.commitAt {
-		o.commit(-1)
+	if o.room(len(b)) {
+		o.pending = append(o.pending, b...)
+		o.held()
 	}
 }
 
@@ -85,7 +82,10 @@ func (o *replyWriter) putByte(c byte) {
 		}
 		return
 	}
-	o.Write([]byte{c})
+	if o.room(1) {
+		o.pending = append(o.pending, c)
+		o.held()
+	}
 }
 
 func (o *replyWriter) WriteString(s string) {
@@ -98,12 +98,46 @@ func (o *replyWriter) WriteString(s string) {
 		}
 		return
 	}
-	o.Write([]byte(s))
+	if o.room(len(s)) {
+		o.pending = append(o.pending, s...)
+		o.held()
+	}
 }
 
-// commit writes the status (200) and headers, and what is pending; length
-// is the body's whole length when known (else -1).
+// room reports whether n more bytes may be held (else o.err says why).
+func (o *replyWriter) room(n int) bool {
+	if o.max > 0 && len(o.pending)+n > o.max {
+		o.err = fmt.Errorf("extensions larger than %d bytes", o.max)
+		return false
+	}
+	if o.pending == nil {
+		o.pending = getBuffer()
+	}
+	return true
+}
+
+// held commits once commitAt bytes are held.
+func (o *replyWriter) held() {
+	if o.commitAt > 0 && len(o.pending) >= o.commitAt {
+		o.commit(-1)
+	}
+}
+
+// commit writes the status (200) and headers, then what is pending and,
+// from there on, what is written, through a buffer; length is the body's
+// whole length when known (else -1).
 func (o *replyWriter) commit(length int) {
+	o.writeHeader(length)
+	o.committed = true
+	o.out = writers.Get().(*bufio.Writer)
+	o.out.Reset(o.w)
+	if _, err := o.out.Write(o.pending); err != nil {
+		o.err = err
+	}
+	o.pending = o.pending[:0]
+}
+
+func (o *replyWriter) writeHeader(length int) {
 	h := o.w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
@@ -111,22 +145,59 @@ func (o *replyWriter) commit(length int) {
 		h.Set("Content-Length", strconv.Itoa(length))
 	}
 	o.w.WriteHeader(http.StatusOK)
-	o.committed = true
-	o.out = bufio.NewWriterSize(o.w, readBuffer)
-	pending := o.pending
-	o.pending = nil
-	o.Write(pending)
 }
 
-// close writes what is left: the whole answer, when nothing was committed.
+// close writes what is left: the whole answer, when nothing was committed,
+// in one write.
 func (o *replyWriter) close() error {
 	if !o.committed {
-		o.commit(len(o.pending))
+		o.writeHeader(len(o.pending))
+		o.committed = true
+		if _, err := o.w.Write(o.pending); err != nil && o.err == nil {
+			o.err = err
+		}
+		return o.err
 	}
 	if err := o.out.Flush(); err != nil && o.err == nil {
 		o.err = err
 	}
 	return o.err
+}
+
+// release gives the writer's buffers back for the next reply; o is not
+// used again.
+func (o *replyWriter) release() {
+	putBuffer(o.pending)
+	o.pending = nil
+	if o.out != nil {
+		o.out.Reset(nil)
+		writers.Put(o.out)
+		o.out = nil
+	}
+}
+
+// The buffers of a reply are reused from one reply to the next: a reply
+// held whole (up to commitAt, or Config.MaxResponseBytes) and a window on
+// the upstream's would otherwise cost the garbage collector their size each
+// time.
+var (
+	buffers = sync.Pool{New: func() any { return new([]byte) }}
+	windows = sync.Pool{New: func() any { b := make([]byte, readBuffer); return &b }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, readBuffer) }}
+)
+
+// maxPooled is the largest buffer kept for reuse: a larger one (a reply
+// held whole under a large MaxResponseBytes) goes to the garbage collector.
+const maxPooled = 2 * commitAt
+
+func getBuffer() []byte { return (*buffers.Get().(*[]byte))[:0] }
+
+func putBuffer(b []byte) {
+	if cap(b) == 0 || cap(b) > maxPooled {
+		return
+	}
+	b = b[:0]
+	buffers.Put(&b)
 }
 
 // scanner reads the upstream's reply through a window of its own.
@@ -148,7 +219,14 @@ type scanner struct {
 }
 
 func newScanner(src io.Reader, limit int64) *scanner {
-	return &scanner{src: src, buf: make([]byte, readBuffer), limit: limit}
+	return &scanner{src: src, buf: *windows.Get().(*[]byte), limit: limit}
+}
+
+// release gives the scanner's window back for the next reply; s is not used again.
+func (s *scanner) release() {
+	buf := s.buf
+	s.buf, s.src = nil, nil
+	windows.Put(&buf)
 }
 
 // errSyntax is a reply that is not JSON, or not shaped as a GraphQL response.
@@ -198,7 +276,7 @@ func (s *scanner) fill(n int) bool {
 
 // peek skips whitespace and returns the next byte, or 0 at the end.
 func (s *scanner) peek() byte {
-	for s.fill(1) {
+	for s.r < s.n || s.fill(1) {
 		switch c := s.buf[s.r]; c {
 		case ' ', '\t', '\n', '\r':
 			s.r++
@@ -332,11 +410,7 @@ func (s *scanner) string(out *replyWriter, limit int) error {
 		}
 		// The plain run: printable ASCII without quotes or backslashes.
 		run := s.r
-		for run < s.n {
-			c := s.buf[run]
-			if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
-				break
-			}
+		for run < s.n && plainASCII[s.buf[run]] {
 			run++
 		}
 		s.keep(s.buf[s.r:run])
@@ -372,6 +446,14 @@ func (s *scanner) string(out *replyWriter, limit int) error {
 		}
 	}
 }
+
+// plainASCII marks the bytes of a string's plain run.
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // keep adds b to the decoded text, up to s.textMax.
 func (s *scanner) keep(b []byte) {
