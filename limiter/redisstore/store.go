@@ -53,7 +53,9 @@ package redisstore
 import (
 	"context"
 	"crypto/sha1"
+	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -394,29 +396,46 @@ func checkClient(client redis.UniversalClient) error {
 	return nil
 }
 
-// base is the start of every key of key under p: the prefix and the hash
-// tag {name:key}.
-func (s *Store) base(p *limiter.Policy, key string) string {
-	return s.prefix + "{" + p.Name + ":" + key + "}:"
+// tag is the hash tag of key's state under p, shared by all its keys: a
+// digest of the policy's name and the key ({name:key} would make every key
+// as long as its policy name and identity; the digest is 16 characters
+// whatever they are, 96 bits of SHA-256).
+func tag(p *limiter.Policy, key string) [tagLen]byte {
+	var buf [128]byte
+	b := append(append(append(buf[:0], p.Name...), 0), key...)
+	sum := sha256.Sum256(b)
+	var t [tagLen]byte
+	base64.RawURLEncoding.Encode(t[:], sum[:tagLen*3/4])
+	return t
+}
+
+// redisKey is one key of the state tagged t: the prefix, {t}, the suffix.
+func (s *Store) redisKey(t *[tagLen]byte, suffix string) string {
+	return s.prefix + "{" + string(t[:]) + "}" + suffix
+}
+
+// tagLen is the length of the hash tag's digest, in base64 characters.
+const tagLen = 16
+
+// suffixes end each algorithm's keys, after the hash tag: one letter, so a
+// policy whose algorithm changes never reads state of another format.
+var suffixes = map[limiter.Algorithm][]string{
+	limiter.TokenBucket:   {"t"},
+	limiter.LeakyBucket:   {"l"},
+	limiter.SlidingLog:    {"g", "m"},
+	limiter.SlidingWindow: {"s"},
+	limiter.FixedWindow:   {"f"},
 }
 
 // Keys returns the Redis keys holding key's state under p. All share the
-// hash tag {name:key}, so one Cluster slot.
+// hash tag, so one Cluster slot.
 func (s *Store) Keys(p *limiter.Policy, key string) []string {
-	base := s.base(p, key)
-	switch p.Algorithm {
-	case limiter.TokenBucket:
-		return []string{base + "tb"}
-	case limiter.LeakyBucket:
-		return []string{base + "lb"}
-	case limiter.SlidingLog:
-		return []string{base + "log", base + "meta"}
-	case limiter.SlidingWindow:
-		return []string{base + "sw"}
-	case limiter.FixedWindow:
-		return []string{base + "fw"}
+	t := tag(p, key)
+	var keys []string
+	for _, suffix := range suffixes[p.Algorithm] {
+		keys = append(keys, s.redisKey(&t, suffix))
 	}
-	return nil
+	return keys
 }
 
 // Take implements limiter.Store.
@@ -449,18 +468,9 @@ func (s *Store) run(ctx context.Context, p *limiter.Policy, key string, cost int
 		nkeys = 2
 	}
 	args := sc.args(nkeys, nkeys+8)
-	base := s.base(p, key)
-	switch p.Algorithm {
-	case limiter.TokenBucket:
-		args = append(args, base+"tb")
-	case limiter.LeakyBucket:
-		args = append(args, base+"lb")
-	case limiter.SlidingLog:
-		args = append(args, base+"log", base+"meta")
-	case limiter.SlidingWindow:
-		args = append(args, base+"sw")
-	case limiter.FixedWindow:
-		args = append(args, base+"fw")
+	t := tag(p, key)
+	for _, suffix := range suffixes[p.Algorithm] {
+		args = append(args, s.redisKey(&t, suffix))
 	}
 	args = append(args, now)
 	args = append(args, s.policyConsts(p)...)
