@@ -99,9 +99,10 @@ func redisContenders(b *testing.B, client *redis.Client) []struct {
 	}
 }
 
-func newRedisStore(b *testing.B, client *redis.Client) *redisstore.Store {
+func newRedisStore(b *testing.B, _ *redis.Client) *redisstore.Store {
 	b.Helper()
-	store, err := redisstore.New(client, &redisstore.Options{KeyPrefix: "bench:"})
+	// Open, as the costgate server does: the store's own client and dialer.
+	store, err := redisstore.Open(redisstore.ClientOptions{URL: "redis://" + server.Addr()}, &redisstore.Options{KeyPrefix: "bench:"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -178,7 +179,7 @@ type sequential struct{ limiter.Store }
 func BenchmarkRedisMemory(b *testing.B) {
 	client := newClient(b)
 	ctx := context.Background()
-	store, err := redisstore.New(client, nil) // the default prefix, as users run it
+	store, err := redisstore.Open(redisstore.ClientOptions{URL: "redis://" + server.Addr()}, nil) // the default prefix, as users run it
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -71,6 +71,7 @@ type options struct {
 	cpus       [3]string // servers, redis, client
 	graphql    bool
 	sync       bool
+	allRates   bool
 	costgate   string
 	refserver  string
 	keep       bool
@@ -88,6 +89,7 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	fs.DurationVar(&o.p99Limit, "p99", 2*time.Millisecond, "a rate is sustained while p99 stays at or under this")
 	fs.IntVar(&o.keys, "keys", 200, "API keys the requests cycle through (one bucket each)")
 	fs.BoolVar(&o.graphql, "graphql", true, "also run costgate's GraphQL endpoint (Redis scenario)")
+	fs.BoolVar(&o.allRates, "all-rates", false, "run every rate even after a contender failed one (its highest sustained rate stays the one before), to compare CPU per request on a busy machine")
 	fs.BoolVar(&o.sync, "sync", false, "also run costgate-sync: costgate with sync: 100ms on its REST policy (local-first; Redis scenario)")
 	scenarios := fs.String("scenarios", "redis,memory", "scenarios to run: redis (REST and GraphQL on Redis), memory (REST in memory)")
 	fs.StringVar(&o.out, "out", "", "markdown report file (default: standard output)")
@@ -392,10 +394,13 @@ func runScenario(ctx context.Context, o *options, name string, pinned bool, dir,
 		}
 		active = slices.DeleteFunc(active, func(c *contender) bool {
 			s := summarize(rate, c.runs[rate], clientCPUs)
+			if c.failedAt != 0 {
+				return false // -all-rates: failed before, kept running
+			}
 			if reason := sustainFailure(s, o.p99Limit); reason != "" {
 				c.failedAt, c.failReason = rate, reason
 				fmt.Fprintf(log, "loadtest: %s: %s stops at %d/s: %s\n", name, c.id, rate, reason)
-				return true
+				return !o.allRates
 			}
 			return false
 		})

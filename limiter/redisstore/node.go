@@ -281,10 +281,13 @@ const (
 )
 
 // enterDirect reports whether a check may make its round trip itself, and
-// counts it: nothing is queued, Redis has been fast, and the store's own
-// dialer made the connections (so a late read is told from a late reply).
+// counts it: no worker has a pipeline out or calls queued (under load the
+// check rather joins the next pipeline), Redis has been fast, and the
+// store's own dialer made the connections (so a late read is told from a
+// late reply).
 func (n *node) enterDirect() bool {
-	if !n.store.ownDialer || len(n.queue) > 0 || time.Now().UnixNano() < n.slowUntil.Load() {
+	if !n.store.ownDialer || len(n.queue) > 0 || n.idle.Load() < n.workers.Load() ||
+		time.Now().UnixNano() < n.slowUntil.Load() {
 		return false
 	}
 	for {

@@ -16,10 +16,12 @@
 // # Nodes, timeouts and breakers
 //
 // Checks go to the node that owns the key: the one server of a standalone
-// or Sentinel client, or the master of the key's slot in a Cluster. Each
-// node has its own queue, a few workers that send whatever is queued as one
-// pipeline (a lone check at once, alone), and its own breaker: a failing
-// master affects only the keys it owns. A check waits for its reply only
+// or Sentinel client, or the master of the key's slot in a Cluster. While
+// Redis answers fast and no pipeline is out, a check makes its round trip
+// itself (a store from [Open] only: its connections tell a late read from a
+// late reply). Otherwise it goes through the node's queue: a few workers
+// send whatever is queued as one pipeline. Each node has its own breaker: a
+// failing master affects only the keys it owns. A check waits for its reply only
 // until its context's deadline; the pipeline waits on, up to ReplyWait, so a
 // late reply is read and its connection kept. A reply already waiting in a
 // socket when the deadline passes (the gateway short of CPU, not Redis
