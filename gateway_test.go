@@ -659,22 +659,27 @@ func TestGatewaysShareOneBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A key is rl:{digest}SUFFIX, the suffix naming the algorithm: t for
+	// api's token bucket, g and m for the logins' sliding logs.
 	tags := map[string]bool{}
 	for _, k := range keys {
-		tags[k[:strings.IndexByte(k, '}')+1]] = true
+		end := strings.IndexByte(k, '}')
+		tags[k[:end+1]+k[end+1:end+2]] = true
 	}
-	var api, user int
+	var api, logins int
 	for tag := range tags {
-		switch {
-		case strings.HasPrefix(tag, "rl:{api:"):
+		switch tag[len(tag)-1] {
+		case 't':
 			api++
-		case strings.HasPrefix(tag, "rl:{login_user:"):
-			user++
+		case 'g':
+			logins++
 		}
 	}
-	// api: 203.0.113.7, the acme tenant; login_user: alice.
-	if api != 2 || user != 1 {
-		t.Errorf("state for %d api and %d login_user identities, want 2 and 1: %v", api, user, keys)
+	// api: 203.0.113.7, the acme tenant; login_ip: the ten addresses whose
+	// logins were allowed (the last three were denied and undone);
+	// login_user: alice, however each door spelt her.
+	if api != 2 || logins != 11 {
+		t.Errorf("state for %d api and %d login identities, want 2 and 11: %v", api, logins, keys)
 	}
 }
 

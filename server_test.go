@@ -562,7 +562,7 @@ graphql: {path: ""}
 	if res, _ := get(t, base+"/api/products", nil); res.StatusCode != 429 {
 		t.Errorf("4th request: %d, want 429", res.StatusCode)
 	}
-	keys, err := master.Client().Keys(context.Background(), "rl:{api:*").Result()
+	keys, err := master.Client().Keys(context.Background(), "rl:{*").Result()
 	if err != nil || len(keys) != 1 {
 		t.Errorf("keys on the master: %v %v, want the one bucket", keys, err)
 	}

@@ -99,9 +99,10 @@ func redisContenders(b *testing.B, client *redis.Client) []struct {
 	}
 }
 
-func newRedisStore(b *testing.B, client *redis.Client) *redisstore.Store {
+func newRedisStore(b *testing.B, _ *redis.Client) *redisstore.Store {
 	b.Helper()
-	store, err := redisstore.New(client, &redisstore.Options{KeyPrefix: "bench:"})
+	// Open, as the costgate server does: the store's own client and dialer.
+	store, err := redisstore.Open(redisstore.ClientOptions{URL: "redis://" + server.Addr()}, &redisstore.Options{KeyPrefix: "bench:"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -172,57 +173,68 @@ func BenchmarkRedisLogin(b *testing.B) {
 type sequential struct{ limiter.Store }
 
 // BenchmarkRedisMemory reports the Redis memory of one key's state
-// (MEMORY USAGE, bytes/key) after one allowed check, per contender, and
-// for sliding_log the bytes per entry of a log of 100.
+// (MEMORY USAGE, bytes/key) after one allowed check of the same identity,
+// per contender, each with its default key prefix, and for sliding_log the
+// bytes per entry of a log of 100.
 func BenchmarkRedisMemory(b *testing.B) {
 	client := newClient(b)
 	ctx := context.Background()
-	store := newRedisStore(b, client)
-	usage := func(b *testing.B, pattern string) int64 {
+	store, err := redisstore.Open(redisstore.ClientOptions{URL: "redis://" + server.Addr()}, nil) // the default prefix, as users run it
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	usage := func(b *testing.B, keys []string) int64 {
 		b.Helper()
 		var total int64
-		iter := client.Scan(ctx, 0, pattern, 1000).Iterator()
-		for iter.Next(ctx) {
-			n, err := client.MemoryUsage(ctx, iter.Val()).Result()
+		for _, k := range keys {
+			n, err := client.MemoryUsage(ctx, k).Result()
 			if err != nil {
-				b.Fatal(err)
+				b.Fatalf("MEMORY USAGE %s: %v", k, err)
 			}
 			total += n
-		}
-		if err := iter.Err(); err != nil {
-			b.Fatal(err)
 		}
 		return total
 	}
 	rate := redis_rate.NewLimiter(client)
 	rateLimit := redis_rate.Limit{Rate: bucketRate, Burst: bucketBurst, Period: time.Second}
+	costgate := func(alg limiter.Algorithm) (func(string) error, func(string) []string) {
+		p := policy(b, alg)
+		return func(key string) error {
+				_, err := store.Take(ctx, p, key, 1)
+				return err
+			}, func(key string) []string {
+				return store.Keys(p, key)
+			}
+	}
+	tbTake, tbKeys := costgate(limiter.TokenBucket)
+	fwTake, fwKeys := costgate(limiter.FixedWindow)
 	for _, c := range []struct {
-		name, pattern string
-		take          func(key string) error
+		name string
+		take func(key string) error
+		keys func(key string) []string
 	}{
-		{"redis_rate", "rate:mem-*", func(key string) error {
-			_, err := rate.Allow(ctx, "mem-"+key, rateLimit)
+		{"redis_rate", func(key string) error {
+			_, err := rate.Allow(ctx, key, rateLimit)
 			return err
-		}},
-		{"costgate_token_bucket", "bench:{bench-token_bucket:mem-*", func(key string) error {
-			_, err := store.Take(ctx, policy(b, limiter.TokenBucket), "mem-"+key, 1)
-			return err
-		}},
-		{"costgate_fixed_window", "bench:{bench-fixed_window:mem-*", func(key string) error {
-			_, err := store.Take(ctx, policy(b, limiter.FixedWindow), "mem-"+key, 1)
-			return err
-		}},
+		}, func(key string) []string { return []string{"rate:" + key} }},
+		{"costgate_token_bucket", tbTake, tbKeys},
+		{"costgate_fixed_window", fwTake, fwKeys},
 	} {
 		b.Run("impl="+c.name, func(b *testing.B) {
 			const n = 100
+			var keys []string
+			for i := range n {
+				keys = append(keys, c.keys("mem-user:"+strconv.Itoa(i))...)
+			}
 			for b.Loop() {
 				for i := range n {
-					if err := c.take("user:" + strconv.Itoa(i)); err != nil {
+					if err := c.take("mem-user:" + strconv.Itoa(i)); err != nil {
 						b.Fatal(err)
 					}
 				}
 			}
-			b.ReportMetric(float64(usage(b, c.pattern))/n, "bytes/key")
+			b.ReportMetric(float64(usage(b, keys))/n, "bytes/key")
 		})
 	}
 	b.Run("impl=costgate_sliding_log_entry", func(b *testing.B) {
@@ -238,7 +250,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 				}
 			}
 		}
-		b.ReportMetric(float64(usage(b, "bench:{bench-log-mem:log}:*"))/100, "bytes/entry")
+		b.ReportMetric(float64(usage(b, store.Keys(p, "log")))/100, "bytes/entry")
 	})
 }
 

@@ -10,24 +10,27 @@
 #   COUNT=6          repetitions of each library benchmark (-count)
 #   BENCH=.          library benchmarks to run (-bench)
 #   BENCHTIME=       -benchtime of the library benchmarks (default: go test's 1s)
-#   SKIP_LIBBENCH=1  skip the library benchmarks
+#   PRICING=...      pricing benchmarks of ../complexity against gqlgen's
+#                    complexity.Calculate (default: '^Benchmark(TypicalQuery|FanOut)$')
+#   SKIP_LIBBENCH=1  skip the library and pricing benchmarks
 #   SKIP_LOADTEST=1  skip the load test
 #   OUT=RESULTS.md   the file written
 #
-# Run it on a quiet machine: the load test pins the servers, Redis and its
-# own load generator to separate CPUs (taskset), but anything else running
-# takes CPU from one of them.
+# Run it on a quiet machine: the load test runs the servers unpinned (the
+# headline, as users run them), then pinned to separate CPUs (taskset), and
+# anything else running takes CPU from one of them.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 COUNT=${COUNT:-6}
 BENCH=${BENCH:-.}
 BENCHTIME=${BENCHTIME:-}
+PRICING=${PRICING:-'^Benchmark(TypicalQuery|FanOut)$'}
 SKIP_LIBBENCH=${SKIP_LIBBENCH:-}
 SKIP_LOADTEST=${SKIP_LOADTEST:-}
 OUT=${OUT:-RESULTS.md}
 
-command="cd bench && COUNT=$COUNT BENCH='$BENCH' BENCHTIME='$BENCHTIME' SKIP_LIBBENCH='$SKIP_LIBBENCH' SKIP_LOADTEST='$SKIP_LOADTEST' ./run.sh"
+command="cd bench && COUNT=$COUNT BENCH='$BENCH' BENCHTIME='$BENCHTIME' PRICING='$PRICING' SKIP_LIBBENCH='$SKIP_LIBBENCH' SKIP_LOADTEST='$SKIP_LOADTEST' ./run.sh"
 for arg in "$@"; do
 	if [[ $arg =~ ^[A-Za-z0-9_./,:=@%+-]+$ ]]; then command+=" $arg"; else command+=" $(printf '%q' "$arg")"; fi
 done
@@ -49,6 +52,8 @@ load_start=$(loadavg)
 if [[ -z $SKIP_LIBBENCH ]]; then
 	echo "run.sh: library benchmarks (go test -bench='$BENCH' -count=$COUNT)" >&2
 	go test -run='^$' -bench="$BENCH" -benchmem -count="$COUNT" ${BENCHTIME:+-benchtime="$BENCHTIME"} -timeout=90m | tee "$work/lib.txt" >&2
+	echo "run.sh: pricing benchmarks (../complexity, go test -bench='$PRICING' -count=$COUNT)" >&2
+	(cd .. && go test -run='^$' -bench="$PRICING" -benchmem -count="$COUNT" ${BENCHTIME:+-benchtime="$BENCHTIME"} -timeout=90m ./complexity/) | tee "$work/pricing.txt" >&2
 fi
 if [[ -z $SKIP_LOADTEST ]]; then
 	echo "run.sh: load test (go run ./loadtest $*)" >&2
@@ -59,11 +64,11 @@ load_end=$(loadavg)
 # libtables NAME COL: benchstat's comparison of BenchmarkNAME across COL
 # (/impl or /alg), as markdown, when the run has that benchmark.
 libtables() {
-	local name=$1 col=$2
-	if ! grep -q "^Benchmark$name/" "$work/lib.txt"; then
+	local name=$1 col=$2 file=${3:-$work/lib.txt}
+	if ! grep -q "^Benchmark$name/" "$file"; then
 		return 0
 	fi
-	benchstat -format csv -col "$col" -filter ".name:$name" "$work/lib.txt" 2>/dev/null |
+	benchstat -format csv -col "$col" -filter ".name:$name" "$file" 2>/dev/null |
 		go run ./benchtable -title "Benchmark$name (columns: $col)"
 }
 
@@ -96,6 +101,12 @@ libtables() {
 		libtables GraphQLProxy /impl
 		libtables RedisAlgorithms /alg
 		libtables MemoryAlgorithms /alg
+		echo "### Pricing against gqlgen's complexity.Calculate"
+		echo
+		echo "\`go test -run='^\$' -bench='$PRICING' -benchmem -count=$COUNT${BENCHTIME:+ -benchtime=$BENCHTIME} ./complexity/\` in the root module: a 30-field query (TypicalQuery) and fragments fanning out (FanOut; gqlgen's Calculate walks every expansion, 2^depth, so it is not run past depth 20). AnalyzeOperation prices by the schema's costs; Measure counts fields and depth only."
+		echo
+		libtables TypicalQuery /impl "$work/pricing.txt"
+		libtables FanOut /impl "$work/pricing.txt"
 		echo "<details><summary>benchstat's own output</summary>"
 		echo
 		echo '```'
@@ -107,6 +118,11 @@ libtables() {
 		if grep -q "Algorithms/" "$work/lib.txt"; then
 			benchstat -col /alg -filter '.name:/Algorithms$/' "$work/lib.txt" 2>&1
 		fi
+		for n in TypicalQuery FanOut; do
+			if grep -q "^Benchmark$n/" "$work/pricing.txt"; then
+				benchstat -col /impl -filter ".name:$n" "$work/pricing.txt" 2>&1
+			fi
+		done
 		echo '```'
 		echo
 		echo "</details>"

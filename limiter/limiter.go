@@ -164,29 +164,19 @@ func (l *Limiter) allowBatch(ctx context.Context, bs BatchStore, reqs []Request)
 		start = time.Now()
 	}
 	rs := make([]Request, len(reqs))
+	sent := time.Now()
 	for i, r := range reqs {
 		r.Cost = max(r.Cost, 1)
 		rs[i] = r
-		if r.Policy.LocalCache && r.Policy.EffectiveMode() == Enforce {
-			if d, ok := l.denied.get(denyKey{r.Policy, r.Key}, r.Cost, time.Now()); ok {
-				// Known denied: nothing else need be asked or charged.
-				d.Policy = r.Policy
-				d = l.settle(d)
-				l.observeAll(start, []Decision{d}, nil)
-				return []Decision{d}, false
-			}
+		if d, ok := l.cachedDenial(r, sent); ok && !d.Allowed {
+			// Known denied: nothing else need be asked or charged.
+			l.observeAll(start, []Decision{d}, nil)
+			return []Decision{d}, false
 		}
 	}
-	sent := time.Now()
-	var ds []Decision
-	var err error
-	if l.selfTimed || l.storeIsLocal() || l.timeout <= 0 {
-		ds, err = bs.TakeAll(ctx, rs)
-	} else {
-		tctx, cancel := context.WithTimeout(ctx, l.timeout)
-		ds, err = bs.TakeAll(tctx, rs)
-		cancel()
-	}
+	tctx, cancel := l.bounded(ctx)
+	ds, err := bs.TakeAll(tctx, rs)
+	cancel()
 	var perr *PolicyError
 	switch {
 	case errors.As(err, &perr):
@@ -214,8 +204,8 @@ func (l *Limiter) allowBatch(ctx context.Context, bs BatchStore, reqs []Request)
 	for i := range ds {
 		r := rs[i]
 		ds[i].Policy, ds[i].Cost = r.Policy, r.Cost
-		if r.Policy.LocalCache && !ds[i].Allowed && !chargedBefore(rs[:i], r) {
-			l.denied.put(denyKey{r.Policy, r.Key}, ds[i], sent)
+		if !chargedBefore(rs[:i], r) {
+			l.rememberDenial(r, ds[i], sent)
 		}
 		ds[i] = l.settle(ds[i])
 		allowed = allowed && ds[i].Allowed
@@ -349,19 +339,14 @@ func (l *Limiter) Peek(ctx context.Context, p *Policy, key string) (Decision, er
 func (l *Limiter) check(ctx context.Context, r Request) Decision {
 	p := r.Policy
 	var start time.Time
-	cache := p.LocalCache && !l.storeIsLocal()
-	if l.observe != nil || cache {
+	if l.observe != nil || l.usesDenyCache(p) {
 		start = time.Now()
 	}
-	if cache {
-		if d, ok := l.denied.get(denyKey{p, r.Key}, r.Cost, start); ok {
-			d.Policy = p
-			d = l.settle(d)
-			if l.observe != nil {
-				l.observe(Event{Policy: p.Name, Outcome: d.Outcome, Store: l.storeName, Duration: time.Since(start)})
-			}
-			return d
+	if d, ok := l.cachedDenial(r, start); ok {
+		if l.observe != nil {
+			l.observe(Event{Policy: p.Name, Outcome: d.Outcome, Store: l.storeName, Duration: time.Since(start)})
 		}
+		return d
 	}
 	d, err := l.take(ctx, r)
 	d.Policy, d.Cost = p, r.Cost
@@ -374,15 +359,39 @@ func (l *Limiter) check(ctx context.Context, r Request) Decision {
 	case err != nil:
 		d = l.onStoreError(ctx, r, err)
 	default:
-		if cache && !d.Allowed {
-			l.denied.put(denyKey{p, r.Key}, d, start)
-		}
+		l.rememberDenial(r, d, start)
 		d = l.settle(d)
 	}
 	if l.observe != nil {
 		l.observe(Event{Policy: p.Name, Outcome: d.Outcome, Store: l.storeName, Duration: time.Since(start), Err: err})
 	}
 	return d
+}
+
+// usesDenyCache reports whether checks of p consult the deny cache: the
+// policy asks for it (local_cache) and the store is not in process already.
+func (l *Limiter) usesDenyCache(p *Policy) bool { return p.LocalCache && !l.storeIsLocal() }
+
+// cachedDenial is the deny cache's answer to r, settled by the policy's
+// mode, when the cache holds a denial of r's key that still stands.
+func (l *Limiter) cachedDenial(r Request, now time.Time) (Decision, bool) {
+	if !l.usesDenyCache(r.Policy) {
+		return Decision{}, false
+	}
+	d, ok := l.denied.get(denyKey{r.Policy, r.Key}, r.Cost, now)
+	if !ok {
+		return Decision{}, false
+	}
+	d.Policy = r.Policy
+	return l.settle(d), true
+}
+
+// rememberDenial keeps d, the store's own decision on r sent at sent, in
+// the deny cache when it is a denial and r's policy uses the cache.
+func (l *Limiter) rememberDenial(r Request, d Decision, sent time.Time) {
+	if !d.Allowed && l.usesDenyCache(r.Policy) {
+		l.denied.put(denyKey{r.Policy, r.Key}, d, sent)
+	}
 }
 
 // settle applies the policy's mode to a decision the store (or the deny
@@ -480,22 +489,25 @@ type Local interface{ Local() bool }
 // process or bounds its own calls. It is call without the closure: the
 // check path allocates nothing of its own.
 func (l *Limiter) take(ctx context.Context, r Request) (Decision, error) {
-	if l.selfTimed || l.storeIsLocal() || l.timeout <= 0 {
-		return l.store.Take(ctx, r.Policy, r.Key, r.Cost)
-	}
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	ctx, cancel := l.bounded(ctx)
 	defer cancel()
 	return l.store.Take(ctx, r.Policy, r.Key, r.Cost)
 }
 
 func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, error)) (Decision, error) {
-	if l.selfTimed || l.storeIsLocal() {
-		return f(ctx)
-	}
-	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
-	}
+	ctx, cancel := l.bounded(ctx)
+	defer cancel()
 	return f(ctx)
 }
+
+// bounded is ctx bounded by the store timeout, the one place a store call
+// gets its deadline: none when the store answers in process or bounds its
+// calls itself (SelfTimed), so those checks allocate no context.
+func (l *Limiter) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.selfTimed || l.storeIsLocal() || l.timeout <= 0 {
+		return ctx, noCancel
+	}
+	return context.WithTimeout(ctx, l.timeout)
+}
+
+func noCancel() {}

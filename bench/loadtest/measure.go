@@ -25,7 +25,8 @@ type contender struct {
 	graphql bool
 	target  vegeta.Targeter
 
-	runs map[int][]*stepRun // by rate, one per repetition
+	runs       map[int][]*stepRun // by rate, one per repetition
+	clientCPUs int                // the load generator's CPUs in its run
 	// failedAt is the first rate it did not sustain (0: every rate run),
 	// and why.
 	failedAt   int

@@ -37,14 +37,24 @@ const hashKey = "costgate load test hash key, not a secret"
 
 // costgateConfig is the costgate config file of the load test: the REST
 // route and the GraphQL endpoint each behind a bucket that never denies,
-// the Redis store when redisURL is set, else memory.
-func costgateConfig(redisURL string, keys int) string {
+// the Redis store when redisURL is set, else memory. With sync set (a
+// duration), the policies decide locally and reconcile with the store that
+// often, under the key prefix "rs:".
+func costgateConfig(redisURL string, keys int, sync string) string {
 	var b strings.Builder
 	b.WriteString("listen: \"127.0.0.1:0\"\n")
 	// Every request of the load generator comes from 127.0.0.1.
 	b.WriteString("server: {max_conns_per_ip: 10000}\n")
 	if redisURL != "" {
-		fmt.Fprintf(&b, "store:\n  redis: {url: %q}\n", redisURL)
+		prefix := "rl:"
+		if sync != "" {
+			prefix = "rs:"
+		}
+		fmt.Fprintf(&b, "store:\n  key_prefix: %q\n  redis: {url: %q}\n", prefix, redisURL)
+	}
+	syncPart := ""
+	if sync != "" {
+		syncPart = ", sync: " + sync
 	}
 	fmt.Fprintf(&b, "identity:\n  hash_key: %q\n  api_keys:\n", hashKey)
 	for i := range keys {
@@ -52,8 +62,8 @@ func costgateConfig(redisURL string, keys int) string {
 	}
 	b.WriteString("plans: {free: 1}\npolicies:\n")
 	for _, name := range []string{"api", "graphql"} {
-		fmt.Fprintf(&b, "  %s: {algorithm: token_bucket, limit: %d, period: %s, burst: %d, key: [tenant, api_key], on_store_error: allow}\n",
-			name, bucketLimit, bucketPeriod, bucketBurst)
+		fmt.Fprintf(&b, "  %s: {algorithm: token_bucket, limit: %d, period: %s, burst: %d, key: [tenant, api_key], on_store_error: allow%s}\n",
+			name, bucketLimit, bucketPeriod, bucketBurst, syncPart)
 	}
 	b.WriteString("routes:\n  - {match: \"GET /api/*\", policies: [api]}\n")
 	b.WriteString("graphql: {path: /graphql, policy: graphql}\n")

@@ -63,6 +63,7 @@ type rig struct {
 	ids    *identity.Resolver
 	rest   *routelimit.Middleware
 	client *redis.Client
+	store  *redisstore.Store // nil with the in-memory store
 	redis  *redistest.Server
 	prefix string
 	clock  *storetest.Clock
@@ -92,7 +93,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rs.Close() })
-		store = rs
+		store, rg.store = rs, rs
 		// Generous: the tests are about decisions, not a busy machine's latency.
 		opts = append(opts, limiter.WithTimeout(5*time.Second), limiter.WithLocalFallback(memstore.New(nil), 2))
 	}

@@ -74,6 +74,7 @@ type testServer struct {
 	mw      *httplimit.Middleware
 	ids     *identity.Resolver
 	client  *redis.Client
+	store   *redisstore.Store
 	prefix  string
 	clock   *storetest.Clock
 	events  *eventLog
@@ -185,7 +186,7 @@ func newTestServer(t *testing.T, o serverOpts) *testServer {
 		io.WriteString(w, `{"error":"invalid_credentials"}`)
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	return &testServer{handler: r, mw: mw, ids: ids, client: client, prefix: prefix, clock: clock, events: ev}
+	return &testServer{handler: r, mw: mw, ids: ids, client: client, store: store, prefix: prefix, clock: clock, events: ev}
 }
 
 type request struct {

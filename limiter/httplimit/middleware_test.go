@@ -248,7 +248,7 @@ func TestUnknownAPIKeysCreateNoState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want[s.prefix+"{api:"+s.ids.Key(slow, id)+"}:tb"] = true
+		want[s.store.Keys(slow, s.ids.Key(slow, id))[0]] = true
 	}
 	keys := s.storeKeys(t)
 	if len(keys) == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -106,10 +107,14 @@ func newClient(o ClientOptions, conns *connSet) (redis.UniversalClient, error) {
 		dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			d := net.Dialer{Timeout: dialTimeout, KeepAlive: 5 * time.Minute}
 			c, err := d.DialContext(ctx, network, addr)
-			if err == nil {
-				conns.add(addr, c)
+			if err != nil {
+				return nil, err
 			}
-			return c, err
+			conns.add(addr, c)
+			if sc, ok := c.(syscall.Conn); ok {
+				return &lateReadConn{Conn: c, raw: sc, grace: o.Timeout}, nil
+			}
+			return c, nil
 		}
 	}
 	tune := func(c *redis.Options) {
@@ -210,3 +215,30 @@ func Open(co ClientOptions, opts *Options) (*Store, error) {
 	s.ownsClient = true
 	return s, nil
 }
+
+// lateReadConn is a connection of the store's own dialer. A read whose
+// deadline passed while the reply already sat in the socket is no timeout:
+// this process, short of CPU, was late to read, and Redis was not late to
+// answer; the read gets grace (the store timeout once more) to take it.
+type lateReadConn struct {
+	net.Conn
+	raw   syscall.Conn
+	grace time.Duration
+}
+
+func (c *lateReadConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	var ne net.Error
+	if n == 0 && errors.As(err, &ne) && ne.Timeout() {
+		if ready, _ := readable(c.raw); ready {
+			if c.Conn.SetReadDeadline(time.Now().Add(c.grace)) == nil {
+				return c.Conn.Read(p)
+			}
+		}
+	}
+	return n, err
+}
+
+// SyscallConn lets go-redis check the connection's health before use, as it
+// does for a plain TCP connection.
+func (c *lateReadConn) SyscallConn() (syscall.RawConn, error) { return c.raw.SyscallConn() }

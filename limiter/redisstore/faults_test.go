@@ -746,18 +746,18 @@ func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 			limiters = append(limiters, newLimiterWith(t, open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix), timeout))
 		}
 		p := mustValidate(t, &limiter.Policy{Name: "fo", Algorithm: limiter.TokenBucket, Limit: 1_000_000, Period: time.Second, OnStoreError: limiter.FailDeny})
+		healthStore := open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix)
 		// The masters own contiguous thirds of the slots, the first the lowest.
 		shard := map[string]int{}
 		var keys []string
 		for i := range 30 {
 			key := fmt.Sprintf("key%d", i)
 			keys = append(keys, key)
-			shard[key] = redisSlot(p.Name+":"+key) * 3 / 16384
+			shard[key] = redisSlot(healthStore.Keys(p, key)[0]) * 3 / 16384
 		}
 		victim := c.Nodes()[0]
 		replica := c.Replicas()[0]
 
-		healthStore := open(t, redisstore.ClientOptions{Cluster: c.Addrs(), Timeout: timeout}, prefix)
 		var pids []func() int
 		for _, n := range append(c.Nodes(), c.Replicas()...) {
 			pids = append(pids, n.Pid)

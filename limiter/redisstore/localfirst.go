@@ -206,8 +206,13 @@ func (lf *localFirst) markDirty(e *lfEntry, d limiter.Decision) {
 	}
 }
 
+// syncSuffix ends a local-first key's shared state: it keeps it apart from
+// an exact policy's state of the same name.
+const syncSuffix = "y"
+
 func (lf *localFirst) redisKey(p *limiter.Policy, key string) string {
-	return lf.s.base(p, key) + "sync"
+	t := tag(p, key)
+	return lf.s.redisKey(&t, syncSuffix)
 }
 
 func (lf *localFirst) offset(p *limiter.Policy, key string) int64 {

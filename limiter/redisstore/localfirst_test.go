@@ -423,7 +423,7 @@ func waitReachable(t *testing.T, c redis.UniversalClient) {
 
 func syncKeyOf(t *testing.T, c *redis.Client) string {
 	t.Helper()
-	keys, err := c.Keys(context.Background(), "*:sync").Result()
+	keys, err := c.Keys(context.Background(), "*}y").Result()
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("keys %v, %v; want one", keys, err)
 	}
@@ -615,7 +615,7 @@ func TestSyncFollowsClusterFailover(t *testing.T) {
 	for i := range 30 {
 		key := fmt.Sprintf("key%d", i)
 		keys = append(keys, key)
-		if redisSlot(p.Name+":"+key)*3/16384 == 0 {
+		if redisSlot(store.Keys(p, key)[0])*3/16384 == 0 {
 			victimKeys = append(victimKeys, key)
 		}
 	}
@@ -666,7 +666,7 @@ func TestSyncFollowsClusterFailover(t *testing.T) {
 	defer rc.Close()
 	for _, key := range victimKeys {
 		for {
-			h, err := rc.HGetAll(context.Background(), prefix+"{"+p.Name+":"+key+"}:sync").Result()
+			h, err := rc.HGetAll(context.Background(), store.Keys(p, key)[0]).Result()
 			if err == nil && syncedSince(h, promotedAt) {
 				break
 			}

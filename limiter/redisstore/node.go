@@ -19,14 +19,23 @@ import (
 // own queue, workers, breaker and health, so a failing node affects only
 // the keys it owns.
 //
-// A check never waits on the socket itself: it queues a call and waits for
+// While Redis answers fast and nothing is queued, a check makes its round
+// trip itself, on its own goroutine, as a plain go-redis call bounded by its
+// deadline: handing it to a worker and back would cost two goroutine
+// wake-ups, more than the round trip itself on a fast local Redis. A reply
+// already in the socket when that deadline passes is still read (the
+// store's own dialer wraps each connection, see lateReadConn).
+//
+// Otherwise (Redis slower than a fraction of the budget, or checks queued)
+// a check does not wait on the socket itself: it queues a call and waits for
 // its result or its deadline, whichever comes first. Workers take whatever
 // calls are queued, at once and without waiting for more, and send them in
-// one pipeline: a lone check goes out alone and at once, and under load many
-// checks share one round trip. A worker waits for the replies up to
-// ReplyWait, well past the store timeout, so a reply that comes late is still
-// read and the connection stays in the pool: a slow Redis costs checks,
-// never connections.
+// one pipeline: under load many checks share one round trip. A worker waits
+// for the replies up to ReplyWait, well past the store timeout, so a reply
+// that comes late is still read and the connection stays in the pool: a slow
+// Redis costs checks, never connections. Only a stall that begins while
+// checks are on the direct path costs those few their connections (at most
+// maxDirect), and sends every check to the workers for a while.
 type node struct {
 	addr  string
 	store *Store
@@ -47,6 +56,10 @@ type node struct {
 	// failedAt is the time (UnixNano) of the last failure, 0 once healthy.
 	failedAt atomic.Int64
 	warming  atomic.Bool
+	// direct counts the checks making their round trip themselves;
+	// slowUntil (UnixNano) sends every check to the workers until then.
+	direct    atomic.Int32
+	slowUntil atomic.Int64
 }
 
 type pipeSource struct{ c pipeliner }
@@ -189,6 +202,9 @@ func (n *node) do(ctx context.Context, sc *script, args []any) ([]int64, error) 
 	if budget == 0 {
 		budget = n.store.replyWait
 	}
+	if n.enterDirect() {
+		return n.doDirect(sc, args, budget)
+	}
 	c := callPool.Get().(*call)
 	c.sc, c.args, c.node = sc, args, n
 	c.state.Store(queued)
@@ -252,6 +268,95 @@ wait:
 	c.reply, c.err, c.args, c.sc, c.node = nil, nil, nil, nil, nil
 	callPool.Put(c)
 	return reply, err
+}
+
+const (
+	// maxDirect bounds the checks of a node on the direct path at once: the
+	// connections a sudden stall can cost.
+	maxDirect = 2
+	// A direct round trip longer than budget/directShare, or failed, sends
+	// the node's checks to the workers for slowFor.
+	directShare = 8
+	slowFor     = time.Second
+)
+
+// enterDirect reports whether a check may make its round trip itself, and
+// counts it: no worker has a pipeline out or calls queued (under load the
+// check rather joins the next pipeline), Redis has been fast, and the
+// store's own dialer made the connections (so a late read is told from a
+// late reply).
+func (n *node) enterDirect() bool {
+	if !n.store.ownDialer || len(n.queue) > 0 || n.idle.Load() < n.workers.Load() ||
+		time.Now().UnixNano() < n.slowUntil.Load() {
+		return false
+	}
+	for {
+		d := n.direct.Load()
+		if d >= maxDirect {
+			return false
+		}
+		if n.direct.CompareAndSwap(d, d+1) {
+			return true
+		}
+	}
+}
+
+// doDirect is one check's round trip on the caller's goroutine, its socket
+// deadline the check's own.
+func (n *node) doDirect(sc *script, args []any, budget time.Duration) ([]int64, error) {
+	defer n.direct.Add(-1)
+	start := time.Now()
+	ctx := &deadlineCtx{Context: context.Background(), at: start.Add(budget)}
+	reply, err := n.runOne(ctx, sc, args)
+	if err != nil || time.Since(start) > budget/directShare {
+		n.slowUntil.Store(time.Now().Add(slowFor).UnixNano())
+	}
+	if err != nil && !isServerError(err) {
+		return nil, fmt.Errorf("node %s: %w", n.addr, err)
+	}
+	return reply, err
+}
+
+// deadlineCtx bounds a go-redis call by a deadline without arming a timer:
+// go-redis reads only Deadline, to set the socket's.
+type deadlineCtx struct {
+	context.Context
+	at time.Time
+}
+
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.at, true }
+
+// runOne sends one script run to this node and reads its reply: EVALSHA,
+// EVAL when the server does not know the script, the Cluster client when
+// the slot moved. It records the node's health.
+func (n *node) runOne(ctx context.Context, sc *script, args []any) ([]int64, error) {
+	src := n.src.Load().c
+	cmd := redis.NewIntSliceCmd(ctx, args...)
+	_ = src.Process(ctx, noRetryCmd{cmd})
+	if isNoScript(cmd.Err()) {
+		// EVALSHA did not run, so sending the script itself is no retry.
+		cmd = redis.NewIntSliceCmd(ctx, sc.eval(args)...)
+		_ = src.Process(ctx, noRetryCmd{cmd})
+	}
+	reply, err := cmd.Val(), cmd.Err()
+	if err != nil && n.store.cluster != nil && isRedirect(err) {
+		n.store.cluster.ReloadState(ctx)
+		reply, err = n.store.runCluster(ctx, sc, args)
+	}
+	n.record(err)
+	return reply, err
+}
+
+// record keeps the node's health after a round trip with these errors
+// (nil for a reply): it answers when one got a reply or a server error.
+func (n *node) record(errs ...error) {
+	for _, err := range errs {
+		if err == nil || isServerError(err) {
+			n.succeeded(errs)
+			return
+		}
+	}
+	n.failed(errs[0], false)
 }
 
 // abandon gives up on c after its caller's deadline. A reply already
@@ -361,7 +466,6 @@ func (n *node) exec(calls []*call) {
 			cmds[i] = retry[j]
 		}
 	}
-	healthy := false
 	replies := make([][]int64, len(calls))
 	errs := make([]error, len(calls))
 	for i, c := range calls {
@@ -372,19 +476,11 @@ func (n *node) exec(calls []*call) {
 			n.store.cluster.ReloadState(ctx)
 			reply, err = n.store.runCluster(ctx, c.sc, c.args)
 		}
-		switch {
-		case err == nil, isServerError(err):
-			healthy = true // it answers
-		}
 		replies[i], errs[i] = reply, err
 	}
 	// The node's health first, so that whoever reads it after a check
 	// returned sees what that check saw.
-	if healthy {
-		n.succeeded(errs)
-	} else {
-		n.failed(errs[0], false)
-	}
+	n.record(errs...)
 	for i, c := range calls {
 		c.reply, c.err = replies[i], errs[i]
 		if !c.state.CompareAndSwap(sent, finished) {

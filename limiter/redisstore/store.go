@@ -16,10 +16,12 @@
 // # Nodes, timeouts and breakers
 //
 // Checks go to the node that owns the key: the one server of a standalone
-// or Sentinel client, or the master of the key's slot in a Cluster. Each
-// node has its own queue, a few workers that send whatever is queued as one
-// pipeline (a lone check at once, alone), and its own breaker: a failing
-// master affects only the keys it owns. A check waits for its reply only
+// or Sentinel client, or the master of the key's slot in a Cluster. While
+// Redis answers fast and no pipeline is out, a check makes its round trip
+// itself (a store from [Open] only: its connections tell a late read from a
+// late reply). Otherwise it goes through the node's queue: a few workers
+// send whatever is queued as one pipeline. Each node has its own breaker: a
+// failing master affects only the keys it owns. A check waits for its reply only
 // until its context's deadline; the pipeline waits on, up to ReplyWait, so a
 // late reply is read and its connection kept. A reply already waiting in a
 // socket when the deadline passes (the gateway short of CPU, not Redis
@@ -53,7 +55,9 @@ package redisstore
 import (
 	"context"
 	"crypto/sha1"
+	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -407,29 +411,49 @@ func checkClient(client redis.UniversalClient) error {
 	return nil
 }
 
-// base is the start of every key of key under p: the prefix and the hash
-// tag {name:key}.
-func (s *Store) base(p *limiter.Policy, key string) string {
-	return s.prefix + "{" + p.Name + ":" + key + "}:"
+// tag is the hash tag of key's state under p, shared by all its keys: a
+// digest of the policy's name and the key ({name:key} would make every key
+// as long as its policy name and identity; the digest is 16 characters
+// whatever they are, 96 bits of SHA-256).
+func tag(p *limiter.Policy, key string) [tagLen]byte {
+	var buf [128]byte
+	b := append(append(append(buf[:0], p.Name...), 0), key...)
+	sum := sha256.Sum256(b)
+	var t [tagLen]byte
+	base64.RawURLEncoding.Encode(t[:], sum[:tagLen*3/4])
+	return t
+}
+
+// redisKey is one key of the state tagged t: the prefix, {t}, the suffix.
+func (s *Store) redisKey(t *[tagLen]byte, suffix string) string {
+	return s.prefix + "{" + string(t[:]) + "}" + suffix
+}
+
+// tagLen is the length of the hash tag's digest, in base64 characters.
+const tagLen = 16
+
+// suffixes end each algorithm's keys, after the hash tag: one letter, so a
+// policy whose algorithm changes never reads state of another format.
+var suffixes = map[limiter.Algorithm][]string{
+	limiter.TokenBucket:   {"t"},
+	limiter.LeakyBucket:   {"l"},
+	limiter.SlidingLog:    {"g", "m"},
+	limiter.SlidingWindow: {"s"},
+	limiter.FixedWindow:   {"f"},
 }
 
 // Keys returns the Redis keys holding key's state under p. All share the
-// hash tag {name:key}, so one Cluster slot.
+// hash tag, so one Cluster slot.
 func (s *Store) Keys(p *limiter.Policy, key string) []string {
-	base := s.base(p, key)
-	switch p.Algorithm {
-	case limiter.TokenBucket:
-		return []string{base + "tb"}
-	case limiter.LeakyBucket:
-		return []string{base + "lb"}
-	case limiter.SlidingLog:
-		return []string{base + "log", base + "meta"}
-	case limiter.SlidingWindow:
-		return []string{base + "sw"}
-	case limiter.FixedWindow:
-		return []string{base + "fw"}
+	t := tag(p, key)
+	if p.Sync > 0 {
+		return []string{s.redisKey(&t, syncSuffix)}
 	}
-	return nil
+	var keys []string
+	for _, suffix := range suffixes[p.Algorithm] {
+		keys = append(keys, s.redisKey(&t, suffix))
+	}
+	return keys
 }
 
 // Take implements limiter.Store.
@@ -468,18 +492,9 @@ func (s *Store) run(ctx context.Context, p *limiter.Policy, key string, cost int
 		nkeys = 2
 	}
 	args := sc.args(nkeys, nkeys+8)
-	base := s.base(p, key)
-	switch p.Algorithm {
-	case limiter.TokenBucket:
-		args = append(args, base+"tb")
-	case limiter.LeakyBucket:
-		args = append(args, base+"lb")
-	case limiter.SlidingLog:
-		args = append(args, base+"log", base+"meta")
-	case limiter.SlidingWindow:
-		args = append(args, base+"sw")
-	case limiter.FixedWindow:
-		args = append(args, base+"fw")
+	t := tag(p, key)
+	for _, suffix := range suffixes[p.Algorithm] {
+		args = append(args, s.redisKey(&t, suffix))
 	}
 	args = append(args, now)
 	args = append(args, s.policyConsts(p)...)

@@ -24,6 +24,24 @@ local function fmt(n) return string.format('%d', n) end
 local function expire(key, us) -- PEXPIRE rounds up to whole milliseconds
   if us <= 0 then redis.call('DEL', key) else redis.call('PEXPIRE', key, fmt(cdiv(us, 1000))) end
 end
+-- be is n (an integer, 0 <= n < 2^56) as w bytes, most significant first;
+-- unbe reads bytes i..j of s back. Binary state is shorter than digits.
+local function be(n, w)
+  local b = {}
+  for i = w, 1, -1 do b[i] = n % 256; n = (n - b[i]) / 256 end
+  return string.char(unpack(b))
+end
+local function unbe(s, i, j)
+  local n = 0
+  for k = i, j do n = n * 256 + string.byte(s, k) end
+  return n
+end
+-- width is the number of bytes n (>= 0) needs, at least 1.
+local function width(n)
+  local w, top = 1, 256
+  while n >= top do w, top = w + 1, top * 256 end
+  return w
+end
 local function clock(arg)
   local now = tonumber(arg)
   if now then return now end

@@ -1,13 +1,14 @@
 -- token_bucket: capacity cap, refilled at limit per period, cost taken all
--- or nothing. State (a string, one GET and one SET PX): "tokens x period, last time".
+-- or nothing. State (a string, one GET and one SET PX), binary: the last
+-- time (7 bytes) and what the bucket lacked then, tokens x period (1-7
+-- bytes, as few as it needs); a full bucket has no key.
 local function token_bucket(key, _, now, per, limit, cap, cost, undo)
   local full = cap * per
   local tokens = full
   local st = redis.call('GET', key)
   if st then
-    local sp = string.find(st, ' ', 1, true)
-    tokens = tonumber(string.sub(st, 1, sp - 1))
-    local last = tonumber(string.sub(st, sp + 1))
+    local last = unbe(st, 1, 7)
+    tokens = full - unbe(st, 8, #st)
     if now < last then now = last end
     local elapsed = now - last
     if elapsed >= cdiv(full - tokens, limit) then tokens = full else tokens = tokens + elapsed * limit end
@@ -33,7 +34,7 @@ local function token_bucket(key, _, now, per, limit, cap, cost, undo)
   if write then
     w = function()
       if reset > 0 then
-        redis.call('SET', key, fmt(tokens) .. ' ' .. fmt(now), 'PX', fmt(cdiv(reset, 1000)))
+        redis.call('SET', key, be(now, 7) .. be(full - tokens, width(full - tokens)), 'PX', fmt(cdiv(reset, 1000)))
       else
         redis.call('DEL', key)
       end
