@@ -309,14 +309,22 @@ func TestSyncGatewayProcesses(t *testing.T) {
 	t.Run("round trips per request over 200 keys", func(t *testing.T) {
 		gw := gws[2]
 		exact0, syncs0 := roundTrips(t, gw)
-		// A key keeps its lease while it is checked at least every 2·I (200
-		// ms): 200 keys need 1,000 checks/s, a tenth of what this machine
-		// does. First sights cost at most 200 round trips (0.7%), ten syncs
-		// a second 0.1% at 10,000 checks/s, and a 200 ms stall of the whole
-		// machine at most 200 more (0.7%): 2% holds through one.
-		const requests, keys = 30000, 200
+		// A key keeps its lease while it is checked again within 2·I (200
+		// ms), the sync after a check being at most I away: 200 keys need
+		// 2,000 checks/s (this machine does 4,000 to 10,000). First sights
+		// cost at most 200 round trips (1%), ten syncs a second at most 0.5%.
+		// A stall (of the client, the server or the machine) can cost a
+		// round trip per key checked more than I after its last check: the
+		// test counts those (the jitter it measured) and allows one each.
+		const requests, keys, interval = 20000, 200, 100 * time.Millisecond
+		var lastSent [keys]atomic.Int64
+		var late atomic.Int64
 		l := drive([]gatewayProc{gw}, 8, func(sent int64, _ time.Duration) bool { return sent >= requests },
 			func(i int64) (string, string, string) {
+				now := time.Now().UnixNano()
+				if prev := lastSent[i%keys].Swap(now); prev != 0 && time.Duration(now-prev) > interval {
+					late.Add(1)
+				}
 				return "/many/items", fmt.Sprintf("10.1.0.%d", i%keys+1), ""
 			})
 		if l.err != nil {
@@ -328,10 +336,10 @@ func TestSyncGatewayProcesses(t *testing.T) {
 		exact, syncs := roundTrips(t, gw)
 		exact, syncs = exact-exact0, syncs-syncs0
 		ratio := (exact + syncs) / requests
-		t.Logf("%.0f round trips to Redis (%.0f exact, %.0f sync) for %d checks over %d keys in %v (%.0f checks/s): %.2f%%",
-			exact+syncs, exact, syncs, requests, keys, l.took, requests/l.took.Seconds(), 100*ratio)
-		if ratio > 0.02 {
-			t.Errorf("%.0f round trips for %d checks: %.2f%% per request, want at most 2%%", exact+syncs, requests, 100*ratio)
+		t.Logf("%.0f round trips to Redis (%.0f exact, %.0f sync) for %d checks over %d keys in %v (%.0f checks/s): %.2f%%; %d checks came over %v after their key's last",
+			exact+syncs, exact, syncs, requests, keys, l.took, requests/l.took.Seconds(), 100*ratio, late.Load(), interval)
+		if allowed := 0.02*requests + float64(late.Load()); exact+syncs > allowed {
+			t.Errorf("%.0f round trips for %d checks (%.2f%%): want at most 2%% plus one per late check, %.0f", exact+syncs, requests, 100*ratio, allowed)
 		}
 	})
 }
