@@ -338,6 +338,9 @@ func TestSyncGatewayProcesses(t *testing.T) {
 		ratio := (exact + syncs) / requests
 		t.Logf("%.0f round trips to Redis (%.0f exact, %.0f sync) for %d checks over %d keys in %v (%.0f checks/s): %.2f%%; %d checks came over %v after their key's last",
 			exact+syncs, exact, syncs, requests, keys, l.took, requests/l.took.Seconds(), 100*ratio, late.Load(), interval)
+		if exact < 1 || syncs < 1 { // first sights are exact; a run over an interval syncs
+			t.Errorf("round trips by kind: %.0f exact, %.0f sync; want both counted", exact, syncs)
+		}
 		if allowed := 0.02*requests + float64(late.Load()); exact+syncs > allowed {
 			t.Errorf("%.0f round trips for %d checks (%.2f%%): want at most 2%% plus one per late check, %.0f", exact+syncs, requests, 100*ratio, allowed)
 		}
