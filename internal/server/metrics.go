@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/redisstore"
 )
 
 // metrics are the server's Prometheus metrics, on a registry of their own.
@@ -17,10 +18,13 @@ type metrics struct {
 	decisions     *prometheus.CounterVec
 	checkDuration *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec
-	graphqlCost   *prometheus.HistogramVec
-	rejections    *prometheus.CounterVec
-	evictions     prometheus.Counter
-	connsRefused  prometheus.Counter
+	// roundTrips counts the round trips to Redis carrying checks or syncs,
+	// by kind (redisstore.RoundTrip).
+	roundTrips   *prometheus.CounterVec
+	graphqlCost  *prometheus.HistogramVec
+	rejections   *prometheus.CounterVec
+	evictions    prometheus.Counter
+	connsRefused prometheus.Counter
 	// schemaRefreshErrors counts failed reads of the upstream's schema by
 	// introspection (graphql.schema: introspect).
 	schemaRefreshErrors prometheus.Counter
@@ -42,6 +46,10 @@ func newMetrics() *metrics {
 			Name: "costgate_store_errors_total",
 			Help: "Checks the store could not answer (on_store_error decided them).",
 		}, []string{"store"}),
+		roundTrips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "costgate_store_round_trips_total",
+			Help: "Round trips to the store carrying checks (kind exact) or local-first syncs (kind sync); a pipeline is one.",
+		}, []string{"store", "kind"}),
 		graphqlCost: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "costgate_graphql_cost",
 			Help:    "GraphQL operation cost, requested (priced from the schema) and actual (from the response).",
@@ -64,7 +72,7 @@ func newMetrics() *metrics {
 			Help: "Reads of the upstream's schema by introspection that failed (the last good schema stayed).",
 		}),
 	}
-	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.graphqlCost, m.rejections, m.evictions, m.connsRefused, m.schemaRefreshErrors,
+	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.roundTrips, m.graphqlCost, m.rejections, m.evictions, m.connsRefused, m.schemaRefreshErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -75,6 +83,20 @@ func (m *metrics) observe(ev limiter.Event) {
 	m.checkDuration.WithLabelValues(ev.Store).Observe(ev.Duration.Seconds())
 	if ev.Err != nil {
 		m.storeErrors.WithLabelValues(ev.Store).Inc()
+	}
+}
+
+// roundTripHook is the Redis store's OnRoundTrip: its series exist from
+// the start (at 0), and none is looked up per round trip.
+func (m *metrics) roundTripHook(store string) func(redisstore.RoundTrip) {
+	exact := m.roundTrips.WithLabelValues(store, string(redisstore.RoundTripExact))
+	syncs := m.roundTrips.WithLabelValues(store, string(redisstore.RoundTripSync))
+	return func(kind redisstore.RoundTrip) {
+		if kind == redisstore.RoundTripSync {
+			syncs.Inc()
+			return
+		}
+		exact.Inc()
 	}
 }
 

@@ -151,6 +151,7 @@ func (lf *localFirst) pipeline(ctx context.Context, n *node, cmds []*redis.IntSl
 	defer cancel()
 	src := n.src.Load().c
 	lf.roundTrips.Add(1)
+	lf.s.countRoundTrip(RoundTripSync)
 	send(ctx, src, cmds)
 	var again []int
 	for i, cmd := range cmds {
@@ -164,6 +165,7 @@ func (lf *localFirst) pipeline(ctx context.Context, n *node, cmds []*redis.IntSl
 			retry[j] = redis.NewIntSliceCmd(ctx, sc(i).eval(cmds[i].Args())...)
 		}
 		lf.roundTrips.Add(1)
+		lf.s.countRoundTrip(RoundTripSync)
 		send(ctx, src, retry)
 		for j, i := range again {
 			cmds[i] = retry[j]

@@ -448,6 +448,7 @@ func (n *node) exec(calls []*call) {
 	for i, c := range calls {
 		cmds[i] = redis.NewIntSliceCmd(ctx, c.args...)
 	}
+	n.store.countRoundTrip(RoundTripExact)
 	send(ctx, src, cmds)
 	var again []int
 	for i, cmd := range cmds {
@@ -461,6 +462,7 @@ func (n *node) exec(calls []*call) {
 		for j, i := range again {
 			retry[j] = redis.NewIntSliceCmd(ctx, calls[i].sc.eval(calls[i].args)...)
 		}
+		n.store.countRoundTrip(RoundTripExact)
 		send(ctx, src, retry)
 		for j, i := range again {
 			cmds[i] = retry[j]

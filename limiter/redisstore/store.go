@@ -110,6 +110,10 @@ type Options struct {
 	// GatewayID names this gateway to the other gateways sharing
 	// local-first policies (limiter.Policy.Sync); default: random per Store.
 	GatewayID string
+	// OnRoundTrip, when set, is called for each round trip to Redis that
+	// carries checks or syncs (a pipeline is one), e.g. to count them. It
+	// runs on the hot path: it must be quick and must not block.
+	OnRoundTrip func(RoundTrip)
 }
 
 // Store is a limiter.Store backed by Redis. It sends checks node by node,
@@ -138,6 +142,7 @@ type Store struct {
 	nodes        map[string]*node // Cluster masters by address
 	stop         chan struct{}
 	lf           *localFirst // the local-first policies (localfirst.go)
+	onRoundTrip  func(RoundTrip)
 	stopOnce     sync.Once
 	wg           sync.WaitGroup
 }
@@ -257,6 +262,7 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 		if opts.ProbeInterval > 0 {
 			s.probeInterval = opts.ProbeInterval
 		}
+		s.onRoundTrip = opts.OnRoundTrip
 	}
 	if err := s.loadScripts(); err != nil {
 		return nil, err
@@ -386,9 +392,11 @@ func (s *Store) followCluster() {
 // and ASK itself; used once a node has answered that the slot is elsewhere.
 func (s *Store) runCluster(ctx context.Context, sc *script, args []any) ([]int64, error) {
 	cmd := redis.NewIntSliceCmd(ctx, args...)
+	s.countRoundTrip(RoundTripExact)
 	err := s.cluster.Process(ctx, noRetryCmd{cmd})
 	if isNoScript(err) {
 		cmd = redis.NewIntSliceCmd(ctx, sc.eval(args)...)
+		s.countRoundTrip(RoundTripExact)
 		err = s.cluster.Process(ctx, noRetryCmd{cmd})
 	}
 	return cmd.Val(), err

@@ -20,7 +20,9 @@ elseif take > 0 then
   retry = cdiv(take * per - tokens, limit)
 end
 local lease = 0
-if want and tokens > 0 then lease = cdiv(tokens, per * (n + 1)) end
+-- Whole tokens only: a fraction of one rounded up would be granted
+-- before the refill made it.
+if want and tokens >= per then lease = cdiv(idiv(tokens, per), n + 1) end
 tokens = tokens - lease * per
 local reset = cdiv(full - tokens, limit)
 redis.call('HSET', key, 'k', fmt(tokens), 'l', fmt(now))
