@@ -332,10 +332,12 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.at, true }
 func (n *node) runOne(ctx context.Context, sc *script, args []any) ([]int64, error) {
 	src := n.src.Load().c
 	cmd := redis.NewIntSliceCmd(ctx, args...)
+	n.store.countRoundTrip(RoundTripExact)
 	_ = src.Process(ctx, noRetryCmd{cmd})
 	if isNoScript(cmd.Err()) {
 		// EVALSHA did not run, so sending the script itself is no retry.
 		cmd = redis.NewIntSliceCmd(ctx, sc.eval(args)...)
+		n.store.countRoundTrip(RoundTripExact)
 		_ = src.Process(ctx, noRetryCmd{cmd})
 	}
 	reply, err := cmd.Val(), cmd.Err()
