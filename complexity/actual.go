@@ -69,8 +69,9 @@ func (s *Schema) actualRoot(op *ast.OperationDefinition) (*typeInfo, error) {
 }
 
 func (s *Schema) actual(op *ast.OperationDefinition, root *typeInfo, variables map[string]any, r *response, data int32) (int64, error) {
-	w := actualWalker{inputs: inputs{s: s, op: op, vars: variables}, r: r}
+	w := actualWalker{inputs: inputs{s: s, op: op, vars: variables}, r: r, recent: r.recent[:0]}
 	cost := w.set(op.SelectionSet, root, data, true)
+	r.recent = w.recent
 	return cost, w.err
 }
 
@@ -89,24 +90,36 @@ type actualWalker struct {
 	memo  map[actualKey]int64
 	busy  map[actualKey]bool
 	err   error
+	// recent is, by nesting depth, the last selection set priced there and
+	// what selectionsIn said of it: the items of a list share their set, so
+	// most objects find it here without hashing a key.
+	recent []recentSet
+	depth  int
+}
+
+type recentSet struct {
+	key   freeKey
+	infos []selectionInfo
 }
 
 // set prices the selections of set that apply to obj on the response object data (a
 // node of w.r).
 func (w *actualWalker) set(set ast.SelectionSet, obj *typeInfo, data int32, root bool) int64 {
 	var total int64
-	free := w.freeIn(set, obj, root)
+	infos := w.selectionsIn(set, obj, root)
+	w.depth++
+	defer func() { w.depth-- }()
 	for i, sel := range set {
 		if w.err != nil {
 			return 0
 		}
 		switch sel := sel.(type) {
 		case *ast.Field:
-			if free[i] || !w.included(sel.Directives) {
+			if infos[i].free || !w.included(sel.Directives) {
 				continue
 			}
 			if v, ok := w.r.get(data, responseKey(sel)); ok {
-				total = add(total, w.field(sel, obj, v, root))
+				total = add(total, w.field(sel, obj, infos[i].field, v, root))
 			}
 		case *ast.InlineFragment:
 			if w.included(sel.Directives) && obj.satisfies(sel.TypeCondition) {
@@ -132,31 +145,42 @@ func (w *actualWalker) set(set ast.SelectionSet, obj *typeInfo, data int32, root
 	return total
 }
 
-// freeIn reports which selections of set, on obj, are free fields: priced 0
-// whatever the response holds for them (scalars and enums without a weight or
-// an argument that costs). Most fields of a response are, and they are not
-// looked up in it. It is worked out once per selection set and type in a
-// walk, not once per response object.
-func (w *actualWalker) freeIn(set ast.SelectionSet, obj *typeInfo, root bool) []bool {
+// selectionsIn reports, for each selection of set on obj, its field's
+// schema entry (nil for a fragment or an introspection field) and whether it
+// is free: priced 0 whatever the response holds for it (scalars and enums
+// without a weight or an argument that costs). Most fields of a response
+// are, and they are not looked up in it. It is worked out once per
+// selection set and type in a walk, not once per response object.
+func (w *actualWalker) selectionsIn(set ast.SelectionSet, obj *typeInfo, root bool) []selectionInfo {
 	if len(set) == 0 {
 		return nil
 	}
-	r := w.r
 	key := freeKey{first: &set[0], obj: obj, root: root}
-	if free, ok := r.free[key]; ok {
-		return free
+	if w.depth < len(w.recent) && w.recent[w.depth].key == key {
+		return w.recent[w.depth].infos
 	}
-	start := len(r.freeBits)
-	for _, sel := range set {
-		f, ok := sel.(*ast.Field)
-		r.freeBits = append(r.freeBits, ok && w.isFree(f, obj, root))
+	r := w.r
+	infos, ok := r.free[key]
+	if !ok {
+		start := len(r.selections)
+		for _, sel := range set {
+			var info selectionInfo
+			if f, isField := sel.(*ast.Field); isField {
+				info = selectionInfo{field: obj.fields[f.Name], free: w.isFree(f, obj, root)}
+			}
+			r.selections = append(r.selections, info)
+		}
+		infos = r.selections[start:len(r.selections):len(r.selections)]
+		if r.free == nil {
+			r.free = map[freeKey][]selectionInfo{}
+		}
+		r.free[key] = infos
 	}
-	free := r.freeBits[start:len(r.freeBits):len(r.freeBits)]
-	if r.free == nil {
-		r.free = map[freeKey][]bool{}
+	for len(w.recent) <= w.depth {
+		w.recent = append(w.recent, recentSet{})
 	}
-	r.free[key] = free
-	return free
+	w.recent[w.depth] = recentSet{key: key, infos: infos}
+	return infos
 }
 
 func (w *actualWalker) isFree(f *ast.Field, obj *typeInfo, root bool) bool {
@@ -188,7 +212,8 @@ func (w *actualWalker) memoized(key actualKey, price func() int64) int64 {
 	return c
 }
 
-func (w *actualWalker) field(f *ast.Field, obj *typeInfo, v int32, root bool) int64 {
+// field prices f, whose schema entry on obj is fi, on the value v.
+func (w *actualWalker) field(f *ast.Field, obj *typeInfo, fi *fieldInfo, v int32, root bool) int64 {
 	switch f.Name {
 	case "__typename":
 		return 0
@@ -198,7 +223,6 @@ func (w *actualWalker) field(f *ast.Field, obj *typeInfo, v int32, root bool) in
 		}
 		return w.s.cfg.introspectionCost
 	}
-	fi := obj.fields[f.Name]
 	if fi == nil {
 		w.err = fmt.Errorf("complexity: %s has no field %q", obj.name, f.Name)
 		return 0

@@ -22,10 +22,17 @@ type response struct {
 	stack   []member         // scratch, while an object or array is open
 	index   map[int32]rindex // lookup tables of objects with many members, built on demand
 
-	// The pricing's scratch, kept with the response for reuse: which selections
-	// of a set are free, by set and type (see actualWalker.freeIn).
-	free     map[freeKey][]bool
-	freeBits []bool
+	// The pricing's scratch, kept with the response for reuse: what the
+	// selections of a set are, by set and type (see actualWalker.selectionsIn).
+	free       map[freeKey][]selectionInfo
+	selections []selectionInfo
+	recent     []recentSet
+}
+
+// selectionInfo is what the pricing works out once of a selection on a type.
+type selectionInfo struct {
+	field *fieldInfo // nil: not a field, or one the type does not have
+	free  bool
 }
 
 // freeKey is a selection set (by its first selection) selected on one type.
@@ -87,7 +94,9 @@ func putResponse(r *response) {
 	r.src, r.index = nil, nil
 	r.decoded, r.nodes, r.members, r.stack = r.decoded[:0], r.nodes[:0], r.members[:0], r.stack[:0]
 	clear(r.free) // its keys point into the operation priced
-	r.freeBits = r.freeBits[:0]
+	r.selections = r.selections[:0]
+	clear(r.recent)
+	r.recent = r.recent[:0]
 	responses.Put(r)
 }
 
