@@ -110,8 +110,8 @@ func (r execRequest) Admit(ctx context.Context, w http.ResponseWriter, op *ast.O
 	return false
 }
 
-func (r execRequest) ActualCounter(op *ast.OperationDefinition, vars map[string]any) (*complexity.ActualCounter, error) {
-	return r.st.lim.pricing().NewActualCounter(op, vars)
+func (r execRequest) ActualCounter(plans *complexity.ActualPlans, vars map[string]any) (*complexity.ActualCounter, error) {
+	return r.st.lim.pricing().NewSharedActualCounter(plans, vars)
 }
 
 func (r execRequest) FinishCost(ctx context.Context, actual int64, err error) {
