@@ -30,13 +30,24 @@ func (s *Schema) Actual(op *ast.OperationDefinition, variables map[string]any, d
 	if err != nil {
 		return 0, fmt.Errorf("complexity: response data: %w", err)
 	}
-	return s.actual(op, root, variables, r, n)
+	return s.actual(op, root, variables, r, n, nil)
 }
 
 // ActualJSON is [Schema.Actual] for the raw JSON of the response's "data" member (gqlgen's
 // graphql.Response.Data). It reads the JSON into a few slices reused from call to call,
 // so that pricing a response allocates next to nothing whatever its size.
 func (s *Schema) ActualJSON(op *ast.OperationDefinition, variables map[string]any, data []byte) (int64, error) {
+	return s.actualJSON(op, nil, variables, data)
+}
+
+// ActualJSONShared is [Schema.ActualJSON] for plans' operation, keeping what it
+// works out of the operation's selections in plans for the next response of it
+// (of this schema).
+func (s *Schema) ActualJSONShared(plans *ActualPlans, variables map[string]any, data []byte) (int64, error) {
+	return s.actualJSON(plans.op, plans, variables, data)
+}
+
+func (s *Schema) actualJSON(op *ast.OperationDefinition, shared *ActualPlans, variables map[string]any, data []byte) (int64, error) {
 	root, err := s.actualRoot(op)
 	if err != nil {
 		return 0, err
@@ -54,7 +65,7 @@ func (s *Schema) ActualJSON(op *ast.OperationDefinition, variables map[string]an
 	if r.nodes[n].kind != rObject {
 		return 0, fmt.Errorf("complexity: response data: not an object")
 	}
-	return s.actual(op, root, variables, r, n)
+	return s.actual(op, root, variables, r, n, shared)
 }
 
 func (s *Schema) actualRoot(op *ast.OperationDefinition) (*typeInfo, error) {
@@ -68,8 +79,8 @@ func (s *Schema) actualRoot(op *ast.OperationDefinition) (*typeInfo, error) {
 	return root, nil
 }
 
-func (s *Schema) actual(op *ast.OperationDefinition, root *typeInfo, variables map[string]any, r *response, data int32) (int64, error) {
-	w := actualWalker{inputs: inputs{s: s, op: op, vars: variables}, r: r, recent: r.recent[:0]}
+func (s *Schema) actual(op *ast.OperationDefinition, root *typeInfo, variables map[string]any, r *response, data int32, shared *ActualPlans) (int64, error) {
+	w := actualWalker{inputs: inputs{s: s, op: op, vars: variables}, r: r, recent: r.recent[:0], shared: shared}
 	cost := w.set(op.SelectionSet, root, data, true)
 	r.recent = w.recent
 	return cost, w.err
@@ -90,17 +101,21 @@ type actualWalker struct {
 	memo  map[actualKey]int64
 	busy  map[actualKey]bool
 	err   error
-	// recent is, by nesting depth, the last selection set priced there and
-	// what selectionsIn said of it: the items of a list share their set, so
-	// most objects find it here without hashing a key.
-	recent []recentSet
+	// recent is, by nesting depth, the last two selection sets priced there
+	// and what selectionsIn said of them: the items of a list share their
+	// sets, so most objects find them here without hashing a key.
+	recent []recentSets
 	depth  int
+	shared *ActualPlans // nil: selectionsIn keeps its answers in r
 }
 
 type recentSet struct {
 	key   freeKey
 	infos []selectionInfo
 }
+
+// recentSets are the last two sets at one depth, the latest first.
+type recentSets [2]recentSet
 
 // set prices the selections of set that apply to obj on the response object data (a
 // node of w.r).
@@ -156,30 +171,57 @@ func (w *actualWalker) selectionsIn(set ast.SelectionSet, obj *typeInfo, root bo
 		return nil
 	}
 	key := freeKey{first: &set[0], obj: obj, root: root}
-	if w.depth < len(w.recent) && w.recent[w.depth].key == key {
-		return w.recent[w.depth].infos
+	if w.depth < len(w.recent) {
+		switch recent := &w.recent[w.depth]; key {
+		case recent[0].key:
+			return recent[0].infos
+		case recent[1].key:
+			recent[0], recent[1] = recent[1], recent[0]
+			return recent[0].infos
+		}
+	}
+	infos := w.lookupSelections(key, set)
+	for len(w.recent) <= w.depth {
+		w.recent = append(w.recent, recentSets{})
+	}
+	recent := &w.recent[w.depth]
+	recent[1], recent[0] = recent[0], recentSet{key: key, infos: infos}
+	return infos
+}
+
+// lookupSelections is selectionsIn past the recent sets: kept with the
+// operation's shared plans, or in r for this walk.
+func (w *actualWalker) lookupSelections(key freeKey, set ast.SelectionSet) []selectionInfo {
+	if w.shared != nil {
+		if infos, ok := w.shared.selections.Load(key); ok {
+			return infos.([]selectionInfo)
+		}
+		infos := w.appendSelections(nil, set, key.obj, key.root)
+		w.shared.selections.Store(key, infos) // read-only from here
+		return infos
 	}
 	r := w.r
-	infos, ok := r.free[key]
-	if !ok {
-		start := len(r.selections)
-		for _, sel := range set {
-			var info selectionInfo
-			if f, isField := sel.(*ast.Field); isField {
-				info = selectionInfo{field: obj.fields[f.Name], free: w.isFree(f, obj, root)}
-			}
-			r.selections = append(r.selections, info)
-		}
-		infos = r.selections[start:len(r.selections):len(r.selections)]
-		if r.free == nil {
-			r.free = map[freeKey][]selectionInfo{}
-		}
-		r.free[key] = infos
+	if infos, ok := r.free[key]; ok {
+		return infos
 	}
-	for len(w.recent) <= w.depth {
-		w.recent = append(w.recent, recentSet{})
+	start := len(r.selections)
+	r.selections = w.appendSelections(r.selections, set, key.obj, key.root)
+	infos := r.selections[start:len(r.selections):len(r.selections)]
+	if r.free == nil {
+		r.free = map[freeKey][]selectionInfo{}
 	}
-	w.recent[w.depth] = recentSet{key: key, infos: infos}
+	r.free[key] = infos
+	return infos
+}
+
+func (w *actualWalker) appendSelections(infos []selectionInfo, set ast.SelectionSet, obj *typeInfo, root bool) []selectionInfo {
+	for _, sel := range set {
+		var info selectionInfo
+		if f, isField := sel.(*ast.Field); isField {
+			info = selectionInfo{field: obj.fields[f.Name], free: w.isFree(f, obj, root)}
+		}
+		infos = append(infos, info)
+	}
 	return infos
 }
 

@@ -26,7 +26,7 @@ type response struct {
 	// selections of a set are, by set and type (see actualWalker.selectionsIn).
 	free       map[freeKey][]selectionInfo
 	selections []selectionInfo
-	recent     []recentSet
+	recent     []recentSets
 }
 
 // selectionInfo is what the pricing works out once of a selection on a type.

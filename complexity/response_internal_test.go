@@ -179,7 +179,7 @@ type Tag { name: String! }`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.actual(op, root, nil, r, n); err != nil || got != 300 {
+		if got, err := s.actual(op, root, nil, r, n, nil); err != nil || got != 300 {
 			t.Fatalf("actual = %d, %v; want 300", got, err)
 		}
 		// what putResponse does before it puts r back

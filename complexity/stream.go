@@ -134,16 +134,20 @@ func (s *Schema) NewActualCounter(op *ast.OperationDefinition, variables map[str
 	return &ActualCounter{in: inputs{s: s, op: op, vars: variables}, root: root}, nil
 }
 
-// ActualPlans is what the counters of one operation work out of its selections (which
-// fields answer under each response key, fragments expanded), kept for all of them: a
-// caller that counts the same operation again and again (a proxy, for the documents
-// it keeps) builds one per operation and hands it to [Schema.NewSharedActualCounter].
+// ActualPlans is what the pricing of what one operation returned works out of its
+// selections (which fields answer under each response key, fragments expanded; which
+// are free), kept for every response of it: a caller that prices the same operation
+// again and again builds one per operation and hands it to [Schema.NewSharedActualCounter]
+// or [Schema.ActualJSONShared].
 // It is safe for concurrent use. An operation whose @skip or @include take a variable
 // gets nothing shared: its plans depend on each request's variables.
 type ActualPlans struct {
 	op     *ast.OperationDefinition
 	static bool
 	plans  sync.Map // planKey → plan
+	// What ActualJSONShared works out of each selection set on a type
+	// (those do not depend on variables).
+	selections sync.Map // freeKey → []selectionInfo
 }
 
 // NewActualPlans returns the plans of op, empty until counters build them.

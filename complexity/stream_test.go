@@ -205,3 +205,29 @@ func TestSharedActualCounterReusesPlans(t *testing.T) {
 		t.Errorf("%.0f allocations with the plans built, %.0f building them: plans are not reused", reused, fresh)
 	}
 }
+
+// ActualJSONShared prices every response as ActualJSON does, with what it
+// keeps from the responses before (of other variables, other data).
+func TestActualJSONShared(t *testing.T) {
+	s := testSchema(t)
+	schemaAST := loadAST(t)
+	for _, tc := range []struct{ query, data string }{
+		{`query($v: Boolean!) { search(term: "x", limit: 4) { ... on Product @include(if: $v) { variants(first: 2) { id } } __typename } product(id: "1") { id variants(first: 5) @skip(if: $v) { id } } }`,
+			`{"search":[{"variants":[{"id":"1"},{"id":"2"}],"__typename":"Product"},{"__typename":"Shop"}],"product":{"id":"1","variants":[{"id":"3"}]}}`},
+		{`{ products(first: 3) { nodes { id variants(first: 2) { id } related(first: 2) { id reviewConnection(first: 2) { nodes { id author { id } } } } } } }`,
+			`{"products":{"nodes":[{"id":"1","variants":[{"id":"a"}],"related":[{"id":"r","reviewConnection":{"nodes":[{"id":"v","author":{"id":"u"}}]}},{"id":"s","reviewConnection":{"nodes":[]}}]},{"id":"2","variants":[],"related":[{"id":"t","reviewConnection":{"nodes":[{"id":"w","author":null}]}}]}]}}`},
+		{`{ search(term: "x", limit: 4) { ...S ...S } } fragment S on SearchResult { ... on Product { variants(first: 2) { id } } __typename }`,
+			`{"search":[{"variants":[{"id":"1"}],"__typename":"Product"},{"__typename":"Review"}]}`},
+	} {
+		op := parseValid(t, schemaAST, tc.query).Operations[0]
+		plans := complexity.NewActualPlans(op)
+		for _, v := range []bool{true, false, true} {
+			vars := map[string]any{"v": v}
+			want, wantErr := s.ActualJSON(op, vars, []byte(tc.data))
+			got, err := s.ActualJSONShared(plans, vars, []byte(tc.data))
+			if got != want || (err == nil) != (wantErr == nil) {
+				t.Errorf("%s, v=%v: ActualJSONShared %d, %v; ActualJSON %d, %v", tc.query, v, got, err, want, wantErr)
+			}
+		}
+	}
+}

@@ -30,3 +30,30 @@ func TestVariablesMustBeAnObject(t *testing.T) {
 		t.Errorf("an object of variables: got %d %s, want 200", res.Status, res.Code())
 	}
 }
+
+// The actual cost of a document sent again and again, with variables that
+// change what it selects, is the one priced afresh each time: what pricing
+// keeps of a document's responses does not carry one request's variables
+// into the next.
+func TestActualCostOfRepeatedDocument(t *testing.T) {
+	const query = `query($v: Boolean!) { products(first: 3) { nodes { id variants(first: 2) @include(if: $v) { sku } } } }`
+	actual := func(e *env, v bool) int64 {
+		t.Helper()
+		res := e.post(t, query, map[string]any{"v": v}, nil)
+		c := res.Cost(t)
+		if res.Status != http.StatusOK || c.ActualQueryCost == nil {
+			t.Fatalf("v=%v: status %d, actual %v: %s", v, res.Status, c.ActualQueryCost, res.Body)
+		}
+		return *c.ActualQueryCost
+	}
+	want := map[bool]int64{true: actual(newEnv(t, envOpts{}), true), false: actual(newEnv(t, envOpts{}), false)}
+	if want[true] == want[false] {
+		t.Fatalf("actual cost %d with and without the variants: the test does not tell them apart", want[true])
+	}
+	e := newEnv(t, envOpts{})
+	for i, v := range []bool{true, false, false, true, true, false} {
+		if got := actual(e, v); got != want[v] {
+			t.Errorf("request %d (v=%v): actual cost %d, want %d", i, v, got, want[v])
+		}
+	}
+}
