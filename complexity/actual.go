@@ -62,7 +62,7 @@ func (s *Schema) actualJSON(op *ast.OperationDefinition, shared *ActualPlans, va
 	if err != nil {
 		return 0, fmt.Errorf("complexity: response data: %w", err)
 	}
-	if r.nodes[n].kind != rObject {
+	if r.kind(n) != rObject {
 		return 0, fmt.Errorf("complexity: response data: not an object")
 	}
 	return s.actual(op, root, variables, r, n, shared)
@@ -260,7 +260,7 @@ func (w *actualWalker) field(f *ast.Field, obj *typeInfo, fi *fieldInfo, v int32
 	case "__typename":
 		return 0
 	case "__schema", "__type":
-		if w.r.nodes[v].kind == rNull {
+		if w.r.kind(v) == rNull {
 			return 0
 		}
 		return w.s.cfg.introspectionCost
@@ -279,7 +279,7 @@ func (w *actualWalker) field(f *ast.Field, obj *typeInfo, fi *fieldInfo, v int32
 // items prices each non-null item of v, a value of a type with depth list levels. A
 // value that is not the list the schema promises counts as one item.
 func (w *actualWalker) items(f *ast.Field, fi *fieldInfo, obj *typeInfo, v int32, depth int, root bool) int64 {
-	switch w.r.nodes[v].kind {
+	switch w.r.kind(v) {
 	case rNull:
 		return 0
 	case rArray:
@@ -296,7 +296,7 @@ func (w *actualWalker) items(f *ast.Field, fi *fieldInfo, obj *typeInfo, v int32
 
 // item is the per-item term w + Σ cost(children) for one returned item.
 func (w *actualWalker) item(f *ast.Field, fi *fieldInfo, parent *typeInfo, v int32, root bool) int64 {
-	object := w.r.nodes[v].kind == rObject
+	object := w.r.kind(v) == rObject
 	switch fi.typ.kind {
 	case ast.Object:
 		weight := w.s.weight(fi, fi.typ, nil, parent, root)

@@ -14,12 +14,12 @@ import (
 // tree turns node n back into the shape encoding/json decodes (numbers and booleans
 // as the marker "scalar"; later duplicate keys win, as with encoding/json).
 func (r *response) tree(n int32) any {
-	node := r.nodes[n]
-	switch node.kind {
+	switch r.kind(n) {
 	case rNull:
 		return nil
 	case rString:
-		return validUTF8(r.bytes(node.text))
+		text, _ := r.text(n)
+		return validUTF8(text)
 	case rScalar:
 		return "scalar"
 	case rArray:
@@ -30,6 +30,7 @@ func (r *response) tree(n int32) any {
 		return out
 	}
 	out := map[string]any{}
+	node := r.nodes[n]
 	for _, m := range r.members[node.first : node.first+node.count] {
 		out[validUTF8(r.bytes(m.key))] = r.tree(m.node)
 	}
