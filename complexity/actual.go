@@ -30,13 +30,24 @@ func (s *Schema) Actual(op *ast.OperationDefinition, variables map[string]any, d
 	if err != nil {
 		return 0, fmt.Errorf("complexity: response data: %w", err)
 	}
-	return s.actual(op, root, variables, r, n)
+	return s.actual(op, root, variables, r, n, nil)
 }
 
 // ActualJSON is [Schema.Actual] for the raw JSON of the response's "data" member (gqlgen's
 // graphql.Response.Data). It reads the JSON into a few slices reused from call to call,
 // so that pricing a response allocates next to nothing whatever its size.
 func (s *Schema) ActualJSON(op *ast.OperationDefinition, variables map[string]any, data []byte) (int64, error) {
+	return s.actualJSON(op, nil, variables, data)
+}
+
+// ActualJSONShared is [Schema.ActualJSON] for plans' operation, keeping what it
+// works out of the operation's selections in plans for the next response of it
+// (of this schema).
+func (s *Schema) ActualJSONShared(plans *ActualPlans, variables map[string]any, data []byte) (int64, error) {
+	return s.actualJSON(plans.op, plans, variables, data)
+}
+
+func (s *Schema) actualJSON(op *ast.OperationDefinition, shared *ActualPlans, variables map[string]any, data []byte) (int64, error) {
 	root, err := s.actualRoot(op)
 	if err != nil {
 		return 0, err
@@ -51,10 +62,10 @@ func (s *Schema) ActualJSON(op *ast.OperationDefinition, variables map[string]an
 	if err != nil {
 		return 0, fmt.Errorf("complexity: response data: %w", err)
 	}
-	if r.nodes[n].kind != rObject {
+	if r.kind(n) != rObject {
 		return 0, fmt.Errorf("complexity: response data: not an object")
 	}
-	return s.actual(op, root, variables, r, n)
+	return s.actual(op, root, variables, r, n, shared)
 }
 
 func (s *Schema) actualRoot(op *ast.OperationDefinition) (*typeInfo, error) {
@@ -68,9 +79,10 @@ func (s *Schema) actualRoot(op *ast.OperationDefinition) (*typeInfo, error) {
 	return root, nil
 }
 
-func (s *Schema) actual(op *ast.OperationDefinition, root *typeInfo, variables map[string]any, r *response, data int32) (int64, error) {
-	w := actualWalker{inputs: inputs{s: s, op: op, vars: variables}, r: r}
+func (s *Schema) actual(op *ast.OperationDefinition, root *typeInfo, variables map[string]any, r *response, data int32, shared *ActualPlans) (int64, error) {
+	w := actualWalker{inputs: inputs{s: s, op: op, vars: variables}, r: r, recent: r.recent[:0], shared: shared}
 	cost := w.set(op.SelectionSet, root, data, true)
+	r.recent = w.recent
 	return cost, w.err
 }
 
@@ -89,24 +101,40 @@ type actualWalker struct {
 	memo  map[actualKey]int64
 	busy  map[actualKey]bool
 	err   error
+	// recent is, by nesting depth, the last two selection sets priced there
+	// and what selectionsIn said of them: the items of a list share their
+	// sets, so most objects find them here without hashing a key.
+	recent []recentSets
+	depth  int
+	shared *ActualPlans // nil: selectionsIn keeps its answers in r
 }
+
+type recentSet struct {
+	key   freeKey
+	infos []selectionInfo
+}
+
+// recentSets are the last two sets at one depth, the latest first.
+type recentSets [2]recentSet
 
 // set prices the selections of set that apply to obj on the response object data (a
 // node of w.r).
 func (w *actualWalker) set(set ast.SelectionSet, obj *typeInfo, data int32, root bool) int64 {
 	var total int64
-	free := w.freeIn(set, obj, root)
+	infos := w.selectionsIn(set, obj, root)
+	w.depth++
+	defer func() { w.depth-- }()
 	for i, sel := range set {
 		if w.err != nil {
 			return 0
 		}
 		switch sel := sel.(type) {
 		case *ast.Field:
-			if free[i] || !w.included(sel.Directives) {
+			if infos[i].free || !w.included(sel.Directives) {
 				continue
 			}
 			if v, ok := w.r.get(data, responseKey(sel)); ok {
-				total = add(total, w.field(sel, obj, v, root))
+				total = add(total, w.field(sel, obj, infos[i].field, v, root))
 			}
 		case *ast.InlineFragment:
 			if w.included(sel.Directives) && obj.satisfies(sel.TypeCondition) {
@@ -132,31 +160,69 @@ func (w *actualWalker) set(set ast.SelectionSet, obj *typeInfo, data int32, root
 	return total
 }
 
-// freeIn reports which selections of set, on obj, are free fields: priced 0
-// whatever the response holds for them (scalars and enums without a weight or
-// an argument that costs). Most fields of a response are, and they are not
-// looked up in it. It is worked out once per selection set and type in a
-// walk, not once per response object.
-func (w *actualWalker) freeIn(set ast.SelectionSet, obj *typeInfo, root bool) []bool {
+// selectionsIn reports, for each selection of set on obj, its field's
+// schema entry (nil for a fragment or an introspection field) and whether it
+// is free: priced 0 whatever the response holds for it (scalars and enums
+// without a weight or an argument that costs). Most fields of a response
+// are, and they are not looked up in it. It is worked out once per
+// selection set and type in a walk, not once per response object.
+func (w *actualWalker) selectionsIn(set ast.SelectionSet, obj *typeInfo, root bool) []selectionInfo {
 	if len(set) == 0 {
 		return nil
 	}
-	r := w.r
 	key := freeKey{first: &set[0], obj: obj, root: root}
-	if free, ok := r.free[key]; ok {
-		return free
+	if w.depth < len(w.recent) {
+		switch recent := &w.recent[w.depth]; key {
+		case recent[0].key:
+			return recent[0].infos
+		case recent[1].key:
+			recent[0], recent[1] = recent[1], recent[0]
+			return recent[0].infos
+		}
 	}
-	start := len(r.freeBits)
-	for _, sel := range set {
-		f, ok := sel.(*ast.Field)
-		r.freeBits = append(r.freeBits, ok && w.isFree(f, obj, root))
+	infos := w.lookupSelections(key, set)
+	for len(w.recent) <= w.depth {
+		w.recent = append(w.recent, recentSets{})
 	}
-	free := r.freeBits[start:len(r.freeBits):len(r.freeBits)]
+	recent := &w.recent[w.depth]
+	recent[1], recent[0] = recent[0], recentSet{key: key, infos: infos}
+	return infos
+}
+
+// lookupSelections is selectionsIn past the recent sets: kept with the
+// operation's shared plans, or in r for this walk.
+func (w *actualWalker) lookupSelections(key freeKey, set ast.SelectionSet) []selectionInfo {
+	if w.shared != nil {
+		if infos, ok := w.shared.selections.Load(key); ok {
+			return infos.([]selectionInfo)
+		}
+		infos := w.appendSelections(nil, set, key.obj, key.root)
+		w.shared.selections.Store(key, infos) // read-only from here
+		return infos
+	}
+	r := w.r
+	if infos, ok := r.free[key]; ok {
+		return infos
+	}
+	start := len(r.selections)
+	r.selections = w.appendSelections(r.selections, set, key.obj, key.root)
+	infos := r.selections[start:len(r.selections):len(r.selections)]
 	if r.free == nil {
-		r.free = map[freeKey][]bool{}
+		r.free = map[freeKey][]selectionInfo{}
 	}
-	r.free[key] = free
-	return free
+	r.free[key] = infos
+	return infos
+}
+
+func (w *actualWalker) appendSelections(infos []selectionInfo, set ast.SelectionSet, obj *typeInfo, root bool) []selectionInfo {
+	for _, sel := range set {
+		var info selectionInfo
+		if f, isField := sel.(*ast.Field); isField {
+			info = selectionInfo{field: obj.fields[f.Name], free: w.isFree(f, obj, root)}
+		}
+		infos = append(infos, info)
+	}
+	return infos
 }
 
 func (w *actualWalker) isFree(f *ast.Field, obj *typeInfo, root bool) bool {
@@ -188,17 +254,17 @@ func (w *actualWalker) memoized(key actualKey, price func() int64) int64 {
 	return c
 }
 
-func (w *actualWalker) field(f *ast.Field, obj *typeInfo, v int32, root bool) int64 {
+// field prices f, whose schema entry on obj is fi, on the value v.
+func (w *actualWalker) field(f *ast.Field, obj *typeInfo, fi *fieldInfo, v int32, root bool) int64 {
 	switch f.Name {
 	case "__typename":
 		return 0
 	case "__schema", "__type":
-		if w.r.nodes[v].kind == rNull {
+		if w.r.kind(v) == rNull {
 			return 0
 		}
 		return w.s.cfg.introspectionCost
 	}
-	fi := obj.fields[f.Name]
 	if fi == nil {
 		w.err = fmt.Errorf("complexity: %s has no field %q", obj.name, f.Name)
 		return 0
@@ -213,7 +279,7 @@ func (w *actualWalker) field(f *ast.Field, obj *typeInfo, v int32, root bool) in
 // items prices each non-null item of v, a value of a type with depth list levels. A
 // value that is not the list the schema promises counts as one item.
 func (w *actualWalker) items(f *ast.Field, fi *fieldInfo, obj *typeInfo, v int32, depth int, root bool) int64 {
-	switch w.r.nodes[v].kind {
+	switch w.r.kind(v) {
 	case rNull:
 		return 0
 	case rArray:
@@ -230,7 +296,7 @@ func (w *actualWalker) items(f *ast.Field, fi *fieldInfo, obj *typeInfo, v int32
 
 // item is the per-item term w + Σ cost(children) for one returned item.
 func (w *actualWalker) item(f *ast.Field, fi *fieldInfo, parent *typeInfo, v int32, root bool) int64 {
-	object := w.r.nodes[v].kind == rObject
+	object := w.r.kind(v) == rObject
 	switch fi.typ.kind {
 	case ast.Object:
 		weight := w.s.weight(fi, fi.typ, nil, parent, root)

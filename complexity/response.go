@@ -22,10 +22,17 @@ type response struct {
 	stack   []member         // scratch, while an object or array is open
 	index   map[int32]rindex // lookup tables of objects with many members, built on demand
 
-	// The pricing's scratch, kept with the response for reuse: which selections
-	// of a set are free, by set and type (see actualWalker.freeIn).
-	free     map[freeKey][]bool
-	freeBits []bool
+	// The pricing's scratch, kept with the response for reuse: what the
+	// selections of a set are, by set and type (see actualWalker.selectionsIn).
+	free       map[freeKey][]selectionInfo
+	selections []selectionInfo
+	recent     []recentSets
+}
+
+// selectionInfo is what the pricing works out once of a selection on a type.
+type selectionInfo struct {
+	field *fieldInfo // nil: not a field, or one the type does not have
+	free  bool
 }
 
 // freeKey is a selection set (by its first selection) selected on one type.
@@ -45,7 +52,10 @@ const (
 	rScalar // a number or a boolean
 )
 
-// rnode is one value: a string's text, or an object's or array's members.
+// rnode is one value: a string's text, or an object's or array's members. A
+// string, number, boolean or null read from JSON gets none: its node is the
+// complement of its offset in src (negative), read again when the pricing asks
+// (rarely: most are free fields, never looked at).
 type rnode struct {
 	kind   rkind
 	text   span  // rString
@@ -87,7 +97,9 @@ func putResponse(r *response) {
 	r.src, r.index = nil, nil
 	r.decoded, r.nodes, r.members, r.stack = r.decoded[:0], r.nodes[:0], r.members[:0], r.stack[:0]
 	clear(r.free) // its keys point into the operation priced
-	r.freeBits = r.freeBits[:0]
+	r.selections = r.selections[:0]
+	clear(r.recent)
+	r.recent = r.recent[:0]
 	responses.Put(r)
 }
 
@@ -152,33 +164,35 @@ func (p *responseParser) value(depth int) (int32, error) {
 		}
 		return p.container(depth)
 	case c == '"':
-		s, err := p.string()
-		if err != nil {
+		start := p.i
+		if _, err := p.string(); err != nil {
 			return 0, err
 		}
-		return p.node(rnode{kind: rString, text: s}), nil
+		return ^int32(start), nil
 	case c == 'n':
-		return p.literal("null", rNull)
+		return p.literal("null")
 	case c == 't':
-		return p.literal("true", rScalar)
+		return p.literal("true")
 	case c == 'f':
-		return p.literal("false", rScalar)
+		return p.literal("false")
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number()
 	}
 	return 0, p.fail()
 }
 
-func (p *responseParser) literal(word string, kind rkind) (int32, error) {
+func (p *responseParser) literal(word string) (int32, error) {
 	if len(p.data)-p.i < len(word) || string(p.data[p.i:p.i+len(word)]) != word {
 		return 0, p.fail()
 	}
+	start := p.i
 	p.i += len(word)
-	return p.node(rnode{kind: kind}), nil
+	return ^int32(start), nil
 }
 
 // number checks the JSON number grammar; the value itself is never needed.
 func (p *responseParser) number() (int32, error) {
+	start := p.i
 	digits := func() int {
 		n := 0
 		for p.i < len(p.data) && p.data[p.i] >= '0' && p.data[p.i] <= '9' {
@@ -210,7 +224,7 @@ func (p *responseParser) number() (int32, error) {
 			return 0, p.fail()
 		}
 	}
-	return p.node(rnode{kind: rScalar}), nil
+	return ^int32(start), nil
 }
 
 // string reads a JSON string at p.i. Its span is the source between the quotes, unless
@@ -385,8 +399,30 @@ func (r *response) bytes(s span) []byte {
 	return r.src[s.start:s.end]
 }
 
+// kind is the kind of the value at n.
+func (r *response) kind(n int32) rkind {
+	if n >= 0 {
+		return r.nodes[n].kind
+	}
+	switch r.src[^n] {
+	case '"':
+		return rString
+	case 'n':
+		return rNull
+	}
+	return rScalar
+}
+
 // text is the string at n, and whether n is a string.
 func (r *response) text(n int32) ([]byte, bool) {
+	if n < 0 {
+		if r.src[^n] != '"' {
+			return nil, false
+		}
+		p := responseParser{r: r, data: r.src, i: int(^n)}
+		s, err := p.string() // read before: it reads
+		return r.bytes(s), err == nil
+	}
 	node := &r.nodes[n]
 	if node.kind != rString {
 		return nil, false
@@ -398,6 +434,9 @@ func (r *response) text(n int32) ([]byte, bool) {
 // the last lookup matched: selections come in the order the response was written, so
 // each lookup usually takes one comparison.
 func (r *response) get(obj int32, key string) (int32, bool) {
+	if obj < 0 {
+		return 0, false
+	}
 	node := &r.nodes[obj]
 	if node.kind != rObject || node.count == 0 {
 		return 0, false
@@ -438,6 +477,9 @@ func (r *response) indexed(obj int32, key string) (int32, bool) {
 
 // items returns the members of the array at n, or nil when n is not an array.
 func (r *response) items(n int32) []member {
+	if n < 0 {
+		return nil
+	}
 	node := r.nodes[n]
 	if node.kind != rArray {
 		return nil

@@ -14,12 +14,12 @@ import (
 // tree turns node n back into the shape encoding/json decodes (numbers and booleans
 // as the marker "scalar"; later duplicate keys win, as with encoding/json).
 func (r *response) tree(n int32) any {
-	node := r.nodes[n]
-	switch node.kind {
+	switch r.kind(n) {
 	case rNull:
 		return nil
 	case rString:
-		return validUTF8(r.bytes(node.text))
+		text, _ := r.text(n)
+		return validUTF8(text)
 	case rScalar:
 		return "scalar"
 	case rArray:
@@ -30,6 +30,7 @@ func (r *response) tree(n int32) any {
 		return out
 	}
 	out := map[string]any{}
+	node := r.nodes[n]
 	for _, m := range r.members[node.first : node.first+node.count] {
 		out[validUTF8(r.bytes(m.key))] = r.tree(m.node)
 	}
@@ -179,7 +180,7 @@ type Tag { name: String! }`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.actual(op, root, nil, r, n); err != nil || got != 300 {
+		if got, err := s.actual(op, root, nil, r, n, nil); err != nil || got != 300 {
 			t.Fatalf("actual = %d, %v; want 300", got, err)
 		}
 		// what putResponse does before it puts r back

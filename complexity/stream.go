@@ -3,6 +3,7 @@ package complexity
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -23,6 +24,9 @@ type ActualCounter struct {
 	in    inputs
 	root  *typeInfo
 	plans map[planKey]plan
+	// shared keeps the plans for every counter of the operation, when they
+	// do not depend on the variables (nil: plans are the counter's own).
+	shared *ActualPlans
 	// typenameKeys are the response keys of __typename selected directly in a field's
 	// selection set (its aliases), by field.
 	typenameKeys map[*ast.Field][]string
@@ -128,6 +132,81 @@ func (s *Schema) NewActualCounter(op *ast.OperationDefinition, variables map[str
 		return nil, err
 	}
 	return &ActualCounter{in: inputs{s: s, op: op, vars: variables}, root: root}, nil
+}
+
+// ActualPlans is what the pricing of what one operation returned works out of its
+// selections (which fields answer under each response key, fragments expanded; which
+// are free), kept for every response of it: a caller that prices the same operation
+// again and again builds one per operation and hands it to [Schema.NewSharedActualCounter]
+// or [Schema.ActualJSONShared].
+// It is safe for concurrent use. An operation whose @skip or @include take a variable
+// gets nothing shared: its plans depend on each request's variables.
+type ActualPlans struct {
+	op     *ast.OperationDefinition
+	static bool
+	plans  sync.Map // planKey → plan
+	// What ActualJSONShared works out of each selection set on a type
+	// (those do not depend on variables).
+	selections sync.Map // freeKey → []selectionInfo
+}
+
+// NewActualPlans returns the plans of op, empty until counters build them.
+func NewActualPlans(op *ast.OperationDefinition) *ActualPlans {
+	return &ActualPlans{op: op, static: op != nil && !inclusionVaries(op.SelectionSet, map[*ast.FragmentDefinition]bool{})}
+}
+
+// NewSharedActualCounter is [Schema.NewActualCounter] for plans' operation, sharing
+// plans with the other counters of it (of this schema).
+func (s *Schema) NewSharedActualCounter(plans *ActualPlans, variables map[string]any) (*ActualCounter, error) {
+	c, err := s.NewActualCounter(plans.op, variables)
+	if err != nil {
+		return nil, err
+	}
+	if plans.static {
+		c.shared = plans
+	}
+	return c, nil
+}
+
+// inclusionVaries reports whether a @skip or @include in set, or in the fragments it
+// spreads, takes a variable.
+func inclusionVaries(set ast.SelectionSet, seen map[*ast.FragmentDefinition]bool) bool {
+	for _, sel := range set {
+		var dirs ast.DirectiveList
+		var inner ast.SelectionSet
+		switch sel := sel.(type) {
+		case *ast.Field:
+			dirs, inner = sel.Directives, sel.SelectionSet
+		case *ast.InlineFragment:
+			dirs, inner = sel.Directives, sel.SelectionSet
+		case *ast.FragmentSpread:
+			dirs = sel.Directives
+			if def := sel.Definition; def != nil && !seen[def] {
+				seen[def] = true
+				if len(def.Directives) > 0 || inclusionVaries(def.SelectionSet, seen) {
+					return true
+				}
+			}
+		}
+		for _, d := range dirs {
+			if (d.Name == "skip" || d.Name == "include") && takesVariable(d) {
+				return true
+			}
+		}
+		if inclusionVaries(inner, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+func takesVariable(d *ast.Directive) bool {
+	for _, a := range d.Arguments {
+		if a.Value == nil || a.Value.Kind == ast.Variable {
+			return true
+		}
+	}
+	return false
 }
 
 // Cost returns the actual cost of the data reported: 0 for null (or nothing reported),
@@ -553,11 +632,19 @@ func (c *ActualCounter) plan(owner *ast.Field, set ast.SelectionSet, typ *typeIn
 	if p, ok := c.plans[key]; ok {
 		return p
 	}
+	if c.shared != nil {
+		if p, ok := c.shared.plans.Load(key); ok {
+			return p.(plan)
+		}
+	}
 	p := plan{}
 	b := planBuilder{in: &c.in, typ: typ, fragments: map[*ast.FragmentDefinition]plan{}, busy: map[*ast.FragmentDefinition]bool{}}
 	b.add(p, set, 1)
 	if b.err != nil {
 		c.fail(b.err)
+	} else if c.shared != nil {
+		c.shared.plans.Store(key, p) // read-only from here: plans are never changed once built
+		return p
 	}
 	if c.plans == nil {
 		c.plans = map[planKey]plan{}

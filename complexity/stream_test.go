@@ -144,3 +144,90 @@ func TestActualCounterAllocations(t *testing.T) {
 		t.Errorf("%.0f allocations for 10,000 items, %.0f for 10: allocations grow with the response", large, small)
 	}
 }
+
+// sharedActual prices data through a counter sharing plans.
+func sharedActual(s *complexity.Schema, plans *complexity.ActualPlans, vars map[string]any, data []byte) (int64, error) {
+	c, err := s.NewSharedActualCounter(plans, vars)
+	if err != nil {
+		return 0, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := feed(dec, c); err != nil {
+		return 0, err
+	}
+	return c.Cost()
+}
+
+// Counters sharing an operation's plans price every response as ActualJSON
+// does, one after the other, including when an @include takes a variable
+// whose value changes from request to request.
+func TestSharedActualCounter(t *testing.T) {
+	s := testSchema(t)
+	schemaAST := loadAST(t)
+	data := []byte(`{"search":[{"variants":[{"id":"1"},{"id":"2"}],"__typename":"Product"},{"__typename":"Shop"}],"product":{"id":"1","variants":[{"id":"3"}]}}`)
+	for _, query := range []string{
+		`{ search(term: "x", limit: 4) { ...S } product(id: "1") { id variants(first: 5) { id } } } fragment S on SearchResult { ... on Product { variants(first: 2) { id } } __typename }`,
+		`query($v: Boolean!) { search(term: "x", limit: 4) { ... on Product @include(if: $v) { variants(first: 2) { id } } __typename } product(id: "1") { id variants(first: 5) @skip(if: $v) { id } } }`,
+		`query($v: Boolean!) { search(term: "x", limit: 4) { ...S } product(id: "1") { id } } fragment S on SearchResult { ... on Product { variants(first: 2) @include(if: $v) { id } } __typename }`,
+	} {
+		op := parseValid(t, schemaAST, query).Operations[0]
+		plans := complexity.NewActualPlans(op)
+		for _, v := range []bool{true, false, true, false} {
+			vars := map[string]any{"v": v}
+			want, err := s.ActualJSON(op, vars, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := sharedActual(s, plans, vars, data); got != want || err != nil {
+				t.Errorf("%s, v=%v: shared counter %d, %v; ActualJSON %d", query, v, got, err, want)
+			}
+		}
+	}
+}
+
+// A counter sharing plans built by an earlier one builds none: counting an
+// operation again allocates less than the first time.
+func TestSharedActualCounterReusesPlans(t *testing.T) {
+	s := testSchema(t)
+	op := parseValid(t, loadAST(t), `{ search(term: "x", limit: 4) { __typename ... on Product { variants(first: 10) { id sku } } } product(id: "1") { id } }`).Operations[0]
+	data := []byte(`{"search":[{"__typename":"Product","variants":[{"id":"1","sku":"a"}]}],"product":{"id":"1"}}`)
+	count := func(plans *complexity.ActualPlans) {
+		if _, err := sharedActual(s, plans, nil, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shared := complexity.NewActualPlans(op)
+	count(shared)
+	reused := testing.AllocsPerRun(20, func() { count(shared) })
+	fresh := testing.AllocsPerRun(20, func() { count(complexity.NewActualPlans(op)) })
+	if reused+5 > fresh {
+		t.Errorf("%.0f allocations with the plans built, %.0f building them: plans are not reused", reused, fresh)
+	}
+}
+
+// ActualJSONShared prices every response as ActualJSON does, with what it
+// keeps from the responses before (of other variables, other data).
+func TestActualJSONShared(t *testing.T) {
+	s := testSchema(t)
+	schemaAST := loadAST(t)
+	for _, tc := range []struct{ query, data string }{
+		{`query($v: Boolean!) { search(term: "x", limit: 4) { ... on Product @include(if: $v) { variants(first: 2) { id } } __typename } product(id: "1") { id variants(first: 5) @skip(if: $v) { id } } }`,
+			`{"search":[{"variants":[{"id":"1"},{"id":"2"}],"__typename":"Product"},{"__typename":"Shop"}],"product":{"id":"1","variants":[{"id":"3"}]}}`},
+		{`{ products(first: 3) { nodes { id variants(first: 2) { id } related(first: 2) { id reviewConnection(first: 2) { nodes { id author { id } } } } } } }`,
+			`{"products":{"nodes":[{"id":"1","variants":[{"id":"a"}],"related":[{"id":"r","reviewConnection":{"nodes":[{"id":"v","author":{"id":"u"}}]}},{"id":"s","reviewConnection":{"nodes":[]}}]},{"id":"2","variants":[],"related":[{"id":"t","reviewConnection":{"nodes":[{"id":"w","author":null}]}}]}]}}`},
+		{`{ search(term: "x", limit: 4) { ...S ...S } } fragment S on SearchResult { ... on Product { variants(first: 2) { id } } __typename }`,
+			`{"search":[{"variants":[{"id":"1"}],"__typename":"Product"},{"__typename":"Review"}]}`},
+	} {
+		op := parseValid(t, schemaAST, tc.query).Operations[0]
+		plans := complexity.NewActualPlans(op)
+		for _, v := range []bool{true, false, true} {
+			vars := map[string]any{"v": v}
+			want, wantErr := s.ActualJSON(op, vars, []byte(tc.data))
+			got, err := s.ActualJSONShared(plans, vars, []byte(tc.data))
+			if got != want || (err == nil) != (wantErr == nil) {
+				t.Errorf("%s, v=%v: ActualJSONShared %d, %v; ActualJSON %d, %v", tc.query, v, got, err, want, wantErr)
+			}
+		}
+	}
+}

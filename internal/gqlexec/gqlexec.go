@@ -45,8 +45,9 @@ type Request interface {
 	// reports whether the operation may run; when not, it has answered (the
 	// rejection, or a dry run's answer).
 	Admit(ctx context.Context, w http.ResponseWriter, op *ast.OperationDefinition, vars map[string]any) bool
-	// ActualCounter counts op's actual cost as the reply streams past.
-	ActualCounter(op *ast.OperationDefinition, vars map[string]any) (*complexity.ActualCounter, error)
+	// ActualCounter counts the actual cost of plans' operation as the reply
+	// streams past, sharing plans with the other requests that run it.
+	ActualCounter(plans *complexity.ActualPlans, vars map[string]any) (*complexity.ActualCounter, error)
 	// FinishCost refunds what an admitted operation did not use: actual,
 	// or nothing when err says the reply could not be priced.
 	FinishCost(ctx context.Context, actual int64, err error)

@@ -20,13 +20,30 @@ type operation struct {
 	Method        string // GET or POST
 	Query         string
 	OperationName string
-	Variables     map[string]any
 	Extensions    json.RawMessage
 	// Document is the parsed document, shared with every request that sends
 	// the same text: read it, never change it.
 	Document *ast.QueryDocument
 
 	doc *document
+	// The variables, as sent; decoded on first use (most requests never
+	// need them decoded: gqlgen coerces its own).
+	rawVariables json.RawMessage
+	variables    map[string]any
+	decoded      bool
+}
+
+// Variables returns the operation's variables, decoded from the JSON read
+// (already checked to be an object) the first time it is called. Only the
+// request's goroutine calls it.
+func (o *operation) Variables() map[string]any {
+	if !o.decoded {
+		o.decoded = true
+		if o.rawVariables != nil {
+			_ = json.Unmarshal(o.rawVariables, &o.variables) // checked by setVariables
+		}
+	}
+	return o.variables
 }
 
 // withState returns ctx carrying st, for the extension and for an executor
@@ -65,7 +82,7 @@ func (l *Limiter) noteExecutor(next http.Handler) {
 func (r execRequest) Method() string              { return r.st.op.Method }
 func (r execRequest) Query() string               { return r.st.op.Query }
 func (r execRequest) OperationName() string       { return r.st.op.OperationName }
-func (r execRequest) Variables() map[string]any   { return r.st.op.Variables }
+func (r execRequest) Variables() map[string]any   { return r.st.op.Variables() }
 func (r execRequest) Extensions() json.RawMessage { return r.st.op.Extensions }
 
 // Derived keeps what build returns with the document in the middleware's
@@ -93,8 +110,8 @@ func (r execRequest) Admit(ctx context.Context, w http.ResponseWriter, op *ast.O
 	return false
 }
 
-func (r execRequest) ActualCounter(op *ast.OperationDefinition, vars map[string]any) (*complexity.ActualCounter, error) {
-	return r.st.lim.pricing().NewActualCounter(op, vars)
+func (r execRequest) ActualCounter(plans *complexity.ActualPlans, vars map[string]any) (*complexity.ActualCounter, error) {
+	return r.st.lim.pricing().NewSharedActualCounter(plans, vars)
 }
 
 func (r execRequest) FinishCost(ctx context.Context, actual int64, err error) {

@@ -491,7 +491,16 @@ func (l *Limiter) finish(ctx context.Context, st *state, op *ast.OperationDefini
 	if !st.priced || st.dryRun {
 		return
 	}
-	actual, err := l.pricing().ActualJSON(op, vars, data)
+	var (
+		actual int64
+		err    error
+	)
+	schema := l.pricing()
+	if plans := st.doc.actualPlans(schema, op); plans != nil {
+		actual, err = schema.ActualJSONShared(plans, vars, data)
+	} else {
+		actual, err = schema.ActualJSON(op, vars, data)
+	}
 	l.settle(ctx, st, actual, err)
 }
 

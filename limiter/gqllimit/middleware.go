@@ -23,8 +23,7 @@ import (
 type params struct {
 	Query         string
 	OperationName string
-	Variables     map[string]any
-	rawVariables  json.RawMessage
+	rawVariables  json.RawMessage // checked to be a JSON object, decoded when needed (operation.Variables)
 	Extensions    json.RawMessage // without persistedQuery once persisted resolved it
 }
 
@@ -164,11 +163,12 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		return nil, r, nil, rerr // it did not parse: no extensions.cost
 	}
 	st := &state{lim: l, doc: doc, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug), register: register}
-	st.op = &operation{Method: r.Method, Query: query, OperationName: p.OperationName, Variables: p.Variables, Extensions: p.Extensions, Document: doc.doc, doc: doc}
+	st.op = &operation{Method: r.Method, Query: query, OperationName: p.OperationName, Extensions: p.Extensions, Document: doc.doc, doc: doc,
+		rawVariables: p.rawVariables}
 	id, r, err := l.cfg.Identity.Attach(r)
 	if err != nil {
 		l.cfg.Logger.Warn("costgate: API key lookup failed", "err", err)
-		l.prePrice(st, doc, p) // who pays is not known: there is no bucket to read
+		l.prePrice(st, doc) // who pays is not known: there is no bucket to read
 		return st, r, nil, identityUnavailable()
 	}
 	st.id = id
@@ -186,7 +186,7 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 	}
 	if e := l.shape(doc.limits); e != nil {
 		if l.cfg.Mode != limiter.Shadow {
-			l.prePrice(st, doc, p)
+			l.prePrice(st, doc)
 			return st, r, nil, e
 		}
 		l.wouldReject(st, e)
@@ -249,12 +249,12 @@ func (l *Limiter) shape(lim complexity.Limits) *Error {
 // fragments by name and takes time linear in the document, so it is safe on
 // a document that was never validated. When it cannot price the document as
 // it stands (an unknown field, say), requestedQueryCost is left out.
-func (l *Limiter) prePrice(st *state, doc *document, p params) {
+func (l *Limiter) prePrice(st *state, doc *document) {
 	schema := l.pricing()
 	if schema == nil {
 		return
 	}
-	if res, err := schema.Analyze(doc.doc, p.OperationName, p.Variables); err == nil {
+	if res, err := schema.Analyze(doc.doc, st.op.OperationName, st.op.Variables()); err == nil {
 		st.stats.Requested = max(res.Cost, 1)
 	}
 }

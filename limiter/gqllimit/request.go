@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 
 	"github.com/costgate/costgate/internal/jsonkeys"
 )
@@ -125,16 +127,42 @@ func readQuery(q url.Values, p *params) *Error {
 	return nil
 }
 
-// setVariables keeps the variables, raw for the handler and decoded for pricing.
+// setVariables keeps the variables, checked to be a JSON object that
+// json.Unmarshal decodes into a map, so that operation.Variables can decode
+// them when needed (few requests need them decoded).
 func (p *params) setVariables(raw json.RawMessage) *Error {
 	if isNull(raw) {
 		return nil
 	}
-	if json.Unmarshal(raw, &p.Variables) != nil {
+	if t := bytes.TrimLeft(raw, " \t\r\n"); len(t) == 0 || t[0] != '{' || !json.Valid(raw) || !numbersFit(raw) {
 		return reject(http.StatusBadRequest, CodeBadRequest, "variables must be a JSON object")
 	}
 	p.rawVariables = raw
 	return nil
+}
+
+// numbersFit reports whether every number in raw, valid JSON, fits a
+// float64, as json.Unmarshal into an any requires.
+func numbersFit(raw []byte) bool {
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			for i++; raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			start := i
+			for i+1 < len(raw) && strings.IndexByte("+-.0123456789eE", raw[i+1]) >= 0 {
+				i++
+			}
+			if _, err := strconv.ParseFloat(string(raw[start:i+1]), 64); err != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // persistedQueryOf reads extensions.persistedQuery (checked for ambiguity

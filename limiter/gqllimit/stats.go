@@ -2,7 +2,9 @@ package gqllimit
 
 import (
 	"context"
+	"encoding/json"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/costgate/costgate/complexity"
@@ -74,4 +76,45 @@ func (s *Stats) cost() *Cost {
 // minute is 16.67).
 func restoreRate(p *limiter.Policy) float64 {
 	return math.Round(float64(p.Limit)/p.Period.Seconds()*100) / 100
+}
+
+// costJSON is Cost as encoding/json encodes it by reflection.
+type costJSON Cost
+
+// MarshalJSON writes what encoding/json would, without reflection in the
+// common case (no Fields): every answer carries a Cost.
+func (c *Cost) MarshalJSON() ([]byte, error) {
+	if len(c.Fields) > 0 || c.ThrottleStatus != nil && !plainFloat(c.ThrottleStatus.RestoreRate) {
+		return json.Marshal((*costJSON)(c))
+	}
+	b := make([]byte, 0, 128)
+	b = append(b, '{')
+	if c.RequestedQueryCost != 0 {
+		b = append(b, `"requestedQueryCost":`...)
+		b = strconv.AppendInt(b, c.RequestedQueryCost, 10)
+		b = append(b, ',')
+	}
+	b = append(b, `"actualQueryCost":`...)
+	if c.ActualQueryCost == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, *c.ActualQueryCost, 10)
+	}
+	if t := c.ThrottleStatus; t != nil {
+		b = append(b, `,"throttleStatus":{"maximumAvailable":`...)
+		b = strconv.AppendInt(b, t.MaximumAvailable, 10)
+		b = append(b, `,"currentlyAvailable":`...)
+		b = strconv.AppendInt(b, t.CurrentlyAvailable, 10)
+		b = append(b, `,"restoreRate":`...)
+		b = strconv.AppendFloat(b, t.RestoreRate, 'f', -1, 64)
+		b = append(b, '}')
+	}
+	return append(b, '}'), nil
+}
+
+// plainFloat reports a float encoding/json writes in plain decimal notation,
+// as strconv's 'f' format with the shortest precision does.
+func plainFloat(f float64) bool {
+	a := math.Abs(f)
+	return a == 0 || a >= 1e-6 && a < 1e21
 }

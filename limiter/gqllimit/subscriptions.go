@@ -175,7 +175,8 @@ func (l *Limiter) readStreamed(c *connection, p *graphql.RawParams) (*state, *Er
 		return nil, rerr
 	}
 	st := &state{lim: l, doc: doc, id: c.id, conn: c}
-	st.op = &operation{Method: http.MethodGet, Query: p.Query, OperationName: p.OperationName, Variables: p.Variables, Document: doc.doc, doc: doc}
+	st.op = &operation{Method: http.MethodGet, Query: p.Query, OperationName: p.OperationName, Document: doc.doc, doc: doc,
+		variables: p.Variables, decoded: true}
 	if !c.hold(st) {
 		return st, reject(http.StatusServiceUnavailable, CodeInternal, "the connection has ended")
 	}
@@ -184,7 +185,7 @@ func (l *Limiter) readStreamed(c *connection, p *graphql.RawParams) (*state, *Er
 	}
 	if e := l.shape(doc.limits); e != nil {
 		if l.cfg.Mode != limiter.Shadow {
-			l.prePrice(st, doc, params{Query: p.Query, OperationName: p.OperationName, Variables: p.Variables})
+			l.prePrice(st, doc)
 			return st, e
 		}
 		l.wouldReject(st, e)

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/vektah/gqlparser/v2/ast"
@@ -20,6 +21,7 @@ import (
 	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
 
+	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/internal/gqlexec"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
@@ -155,6 +157,18 @@ type prepared struct {
 	doc   *ast.QueryDocument
 	query string // doc as forwarded
 	added bool   // __typename was added somewhere
+	// plans are what counting the actual cost of each operation of doc
+	// works out of it, kept for the requests that send doc again.
+	plans sync.Map // *ast.OperationDefinition → *complexity.ActualPlans
+}
+
+// actualPlans returns the plans of op, an operation of prep.doc.
+func (prep *prepared) actualPlans(op *ast.OperationDefinition) *complexity.ActualPlans {
+	if plans, ok := prep.plans.Load(op); ok {
+		return plans.(*complexity.ActualPlans)
+	}
+	plans, _ := prep.plans.LoadOrStore(op, complexity.NewActualPlans(op))
+	return plans.(*complexity.ActualPlans)
 }
 
 // ExecutesOperations tells gqllimit's middleware that the proxy runs
@@ -232,7 +246,7 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, pr gqlexec.Request
 		return
 	}
 	defer res.Body.Close()
-	count, err := pr.ActualCounter(op, vars)
+	count, err := pr.ActualCounter(prep.actualPlans(op), vars)
 	if err != nil {
 		p.failed(ctx, upstream, w, pr, err)
 		return

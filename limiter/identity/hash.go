@@ -8,7 +8,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"hash"
+	"hash/maphash"
+	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/costgate/costgate/limiter"
 )
@@ -57,4 +60,34 @@ func NewForStore(cfg Config, store limiter.Store) (*Resolver, error) {
 		rand.Read(cfg.HashKey) // never fails (crypto/rand)
 	}
 	return New(cfg)
+}
+
+// addressHashes keeps the hashes of the addresses seen last, so that a
+// client's many requests pay for the HMAC of its address once. It is a
+// fixed table, one address a slot: a client cycling through addresses only
+// replaces entries, and holds no more memory.
+type addressHashes struct {
+	seed  maphash.Seed
+	slots [addressHashSlots]atomic.Pointer[addressHash]
+}
+
+const addressHashSlots = 1024
+
+type addressHash struct {
+	addr netip.Prefix
+	hash string
+}
+
+// get returns the hash of addr, made by compute when its slot holds another.
+func (t *addressHashes) get(addr netip.Prefix, compute func() string) string {
+	if t.seed == (maphash.Seed{}) {
+		return compute() // a Resolver not made by New
+	}
+	slot := &t.slots[maphash.Comparable(t.seed, addr)%addressHashSlots]
+	if e := slot.Load(); e != nil && e.addr == addr {
+		return e.hash
+	}
+	h := compute()
+	slot.Store(&addressHash{addr: addr, hash: h})
+	return h
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"net/netip"
 	"sort"
@@ -148,12 +149,13 @@ func (c *Config) Validate() error {
 // Resolver works out who a request is and builds the store keys of
 // policies for it. Safe for concurrent use.
 type Resolver struct {
-	cfg     Config
-	header  string // the canonical API-key header
-	hash    hasher
-	keyHash map[string]string // hashes of a Table's keys, computed once
-	scaled  sync.Map          // planPolicy -> *limiter.Policy
-	keys    sync.Map          // keyOf -> the store key of a Table's key
+	cfg      Config
+	header   string // the canonical API-key header
+	hash     hasher
+	ipHashes addressHashes
+	keyHash  map[string]string // hashes of a Table's keys, computed once
+	scaled   sync.Map          // planPolicy -> *limiter.Policy
+	keys     sync.Map          // keyOf -> the store key of a Table's key
 }
 
 type planPolicy struct {
@@ -170,6 +172,7 @@ func New(cfg Config) (*Resolver, error) {
 		cfg.APIKeyHeader = DefaultAPIKeyHeader
 	}
 	r := &Resolver{cfg: cfg, header: http.CanonicalHeaderKey(cfg.APIKeyHeader), hash: newHasher(cfg.HashKey)}
+	r.ipHashes.seed = maphash.MakeSeed()
 	if t, ok := cfg.APIKeys.(Table); ok {
 		r.keyHash = make(map[string]string, len(t))
 		for k := range t {
@@ -497,7 +500,7 @@ func (res *Resolver) buildKey(p *limiter.Policy, id *Identity) string {
 func (res *Resolver) ipHash(id *Identity) string {
 	if id.ipHash == "" {
 		if c := id.Client(); c.Addr.IsValid() {
-			id.ipHash = res.hash.hash(PartIP, c.Addr.String())
+			id.ipHash = res.ipHashes.get(c.Addr, func() string { return res.hash.hash(PartIP, c.Addr.String()) })
 		} else {
 			id.ipHash = res.hash.hash(PartIP, "text:"+c.Text)
 		}

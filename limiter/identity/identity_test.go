@@ -174,6 +174,14 @@ func TestReadUsername(t *testing.T) {
 		{`{"Username":"victim"}`, "", true},
 		{`{"username":"victim","\u0055SERNAME":"x"}`, "", true},
 		{`{"username":"a"}{"username":"b"}`, "", false},
+		{`{"username":"\u0041l\u00ADice\n"}`, "alice", false},
+		{`{"username":null}`, "", false},
+		{`{"username":7}`, "", false},
+		{`{"username":["bob"]}`, "", false},
+		{`{"password":"x"}`, "", false},
+		{`["username","bob"]`, "", false},
+		{`"bob"`, "", false},
+		{`null`, "", false},
 	}
 	for _, tc := range tests {
 		r := httptest.NewRequest("POST", "/login", strings.NewReader(tc.body))

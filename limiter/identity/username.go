@@ -2,7 +2,6 @@ package identity
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -135,22 +134,21 @@ func ReadUsername(r *http.Request, maxBody int64) (string, error) {
 	if int64(len(body)) > maxBody {
 		return "", &UsernameError{Status: http.StatusRequestEntityTooLarge, Reason: fmt.Sprintf("the body is larger than %d bytes", maxBody)}
 	}
-	// Checked first: encoding/json takes "USERNAME" for "username" and the
-	// last of two, the application's handler may take another.
+	// Read strictly, in one pass: encoding/json would take "USERNAME" for
+	// "username" and the last of two, the application's handler may take another.
+	var username []byte
 	var ambiguous *jsonkeys.Error
-	switch err := jsonkeys.Check(body, jsonkeys.Names{"username": nil}); {
+	switch err := jsonkeys.Read(body, jsonkeys.Names{"username": nil}, func(_ string, value []byte) { username = value }); {
 	case errors.As(err, &ambiguous):
 		return "", ambiguousUsername(ambiguous)
 	case err != nil: // not JSON, or not UTF-8, which encoding/json would quietly turn into U+FFFD
 		return "", noUsername()
 	}
-	var login struct {
-		Username *string `json:"username"`
-	}
-	if json.Unmarshal(body, &login) != nil || login.Username == nil {
+	name, ok := jsonkeys.String(username) // absent, null or not a string: no username
+	if !ok {
 		return "", noUsername()
 	}
-	return NormalizeUsername(*login.Username)
+	return NormalizeUsername(name)
 }
 
 func noUsername() *UsernameError {
