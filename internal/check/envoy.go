@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/costgate/costgate/internal/routelimit"
+	"github.com/costgate/costgate/internal/username"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/header"
 	"github.com/costgate/costgate/limiter/identity"
@@ -244,7 +245,7 @@ func (r *refusal) without(policies []*limiter.Policy) []*limiter.Policy {
 func (s *RateLimitService) identity(ctx context.Context, parts []partValue, policies []*limiter.Policy) (*identity.Identity, refusal, error) {
 	r := (&http.Request{Header: http.Header{}}).WithContext(ctx)
 	var refused refusal
-	var username, route string
+	var user, route string
 	var hasUsername, hasAddr bool
 	for _, pv := range parts {
 		switch pv.part {
@@ -259,7 +260,7 @@ func (s *RateLimitService) identity(ctx context.Context, parts []partValue, poli
 		case identity.PartAPIKey:
 			r.Header[s.cfg.Identity.APIKeyHeader()] = []string{pv.value}
 		case identity.PartUsername:
-			username, hasUsername = pv.value, true
+			user, hasUsername = pv.value, true
 		case identity.PartRoute:
 			route = pv.value
 		default: // header:NAME, canonical
@@ -278,7 +279,7 @@ func (s *RateLimitService) identity(ctx context.Context, parts []partValue, poli
 		return nil, refused, status.Error(codes.Unavailable, "the API key could not be checked; retry shortly")
 	}
 	if hasUsername && identity.Needs(policies, identity.PartUsername) {
-		if name, err := identity.NormalizeUsername(username); err != nil {
+		if name, err := username.Normalize(user); err != nil {
 			refused.add(identity.PartUsername, "the username (part username) is %s", usernameReason(err))
 		} else {
 			id.Username = name

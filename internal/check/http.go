@@ -15,6 +15,7 @@ import (
 
 	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/internal/routelimit"
+	"github.com/costgate/costgate/internal/username"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/identity"
 	"golang.org/x/net/http/httpguts"
@@ -181,7 +182,7 @@ func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *routel
 }
 
 func usernameReason(err error) string {
-	var ue *identity.UsernameError
+	var ue *username.Error
 	if errors.As(err, &ue) {
 		return ue.Reason
 	}
