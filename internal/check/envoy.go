@@ -14,11 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/costgate/costgate/internal/peer"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/peer"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -475,11 +477,11 @@ func headerValues(h http.Header) []*corev3.HeaderValue {
 
 // fromGateway reports whether the caller is a gateway, and its address.
 func (s *RateLimitService) fromGateway(ctx context.Context) (string, bool) {
-	p, ok := peer.FromContext(ctx)
+	p, ok := grpcpeer.FromContext(ctx)
 	if !ok || p.Addr == nil {
 		return "", false
 	}
-	return p.Addr.String(), identity.PeerIn(p.Addr.String(), s.cfg.Gateways)
+	return p.Addr.String(), peer.In(p.Addr.String(), s.cfg.Gateways)
 }
 
 // memoryWriter captures what httplimit writes for a denial.

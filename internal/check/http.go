@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/costgate/costgate/internal/peer"
+
 	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/internal/username"
@@ -118,7 +120,7 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 // controls is never answered with a 5xx, which Envoy's ext_authz with
 // failure_mode_allow lets through.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !identity.PeerIn(r.RemoteAddr, h.cfg.Gateways) {
+	if !peer.In(r.RemoteAddr, h.cfg.Gateways) {
 		h.refusals.refused("/v1/check", r.RemoteAddr)
 		refuseUntrusted(w, fmt.Sprintf("/v1/check answers only the gateways listed in identity.trusted_proxies: add this gateway's address (%s) to it", peerIP(r.RemoteAddr)))
 		return

@@ -12,12 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/costgate/costgate/internal/peer"
+
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/net/http2"
 
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/redisstore"
 )
 
@@ -166,7 +167,7 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 		}
 		addr := remoteAddr(c)
 		limit := l.limit()
-		if identity.AddrIn(addr, limit.Exempt) {
+		if peer.AddrIn(addr, limit.Exempt) {
 			return c, nil
 		}
 		l.mu.Lock()

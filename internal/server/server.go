@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/costgate/costgate/internal/peer"
+
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -394,5 +396,5 @@ func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
 // a trusted proxy.
 func seesStoreDetails(remoteAddr string, trusted []netip.Prefix) bool {
 	ap, err := netip.ParseAddrPort(remoteAddr)
-	return err == nil && ap.Addr().Unmap().IsLoopback() || identity.PeerIn(remoteAddr, trusted)
+	return err == nil && ap.Addr().Unmap().IsLoopback() || peer.In(remoteAddr, trusted)
 }
