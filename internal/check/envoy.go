@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/costgate/costgate/internal/keyparts"
+
 	"github.com/costgate/costgate/internal/peer"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -231,7 +233,7 @@ func (r *refusal) add(part, format string, args ...any) {
 func (r *refusal) without(policies []*limiter.Policy) []*limiter.Policy {
 	var out []*limiter.Policy
 	for _, p := range policies {
-		if !r.all && !slices.ContainsFunc(r.parts, func(part string) bool { return identity.Needs([]*limiter.Policy{p}, part) }) {
+		if !r.all && !slices.ContainsFunc(r.parts, func(part string) bool { return keyparts.Needs([]*limiter.Policy{p}, part) }) {
 			out = append(out, p)
 		}
 	}
@@ -272,22 +274,22 @@ func (s *RateLimitService) identity(ctx context.Context, parts []partValue, poli
 	for _, pv := range parts {
 		name, isHeader := strings.CutPrefix(pv.part, identity.PartHeaderPrefix)
 		// Keyed by the address in its place, unless there is none.
-		if isHeader && !hasAddr && !identity.IsHeaderPartValue(pv.value) && identity.Needs(policies, pv.part) {
-			refused.add(pv.part, "the %s header (part %s) is empty or longer than %d bytes, and no entry gives the client address", name, pv.part, identity.MaxHeaderPartBytes)
+		if isHeader && !hasAddr && !keyparts.IsHeaderValue(pv.value) && keyparts.Needs(policies, pv.part) {
+			refused.add(pv.part, "the %s header (part %s) is empty or longer than %d bytes, and no entry gives the client address", name, pv.part, keyparts.MaxHeaderBytes)
 		}
 	}
 	id, err := s.cfg.Identity.Resolve(r)
 	if err != nil {
 		return nil, refused, status.Error(codes.Unavailable, "the API key could not be checked; retry shortly")
 	}
-	if hasUsername && identity.Needs(policies, identity.PartUsername) {
+	if hasUsername && keyparts.Needs(policies, identity.PartUsername) {
 		if name, err := username.Normalize(user); err != nil {
 			refused.add(identity.PartUsername, "the username (part username) is %s", usernameReason(err))
 		} else {
 			id.Username = name
 		}
 	}
-	if len(route) > MaxEntryBytes && identity.Needs(policies, identity.PartRoute) {
+	if len(route) > MaxEntryBytes && keyparts.Needs(policies, identity.PartRoute) {
 		refused.add(identity.PartRoute, "the route (part route) is longer than %d bytes", MaxEntryBytes)
 	} else {
 		id.Route = route

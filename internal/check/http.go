@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/costgate/costgate/internal/keyparts"
+
 	"github.com/costgate/costgate/internal/peer"
 
 	"github.com/costgate/costgate/internal/jsonerror"
@@ -165,7 +167,7 @@ func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *routel
 	id.Route = h.cfg.Limits.RouteName(orig.Method, route)
 	ok := false
 	switch values := orig.Header.Values(h.usernameHeader); {
-	case h.usernameHeader == "" || len(values) == 0 || !identity.Needs(route.Policies, identity.PartUsername):
+	case h.usernameHeader == "" || len(values) == 0 || !keyparts.Needs(route.Policies, identity.PartUsername):
 		// Without the header, the body (if the gateway forwards one) is read.
 		ok = h.cfg.Limits.Limit(w, orig, id, route)
 	case len(values) > 1:

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/costgate/costgate/internal/keyparts"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/costgate/costgate/internal/jsonerror"
@@ -148,10 +150,10 @@ func New(cfg Config) (*Middleware, error) {
 	for _, rt := range cfg.Routes {
 		r, _ := parseRule(rt.Pattern)
 		c := compiled{Route: rt, rule: r,
-			byUsername: identity.Needs(rt.Policies, identity.PartUsername),
-			needsRoute: identity.Needs(rt.Policies, identity.PartRoute)}
+			byUsername: keyparts.Needs(rt.Policies, identity.PartUsername),
+			needsRoute: keyparts.Needs(rt.Policies, identity.PartRoute)}
 		for _, p := range rt.Policies {
-			if !identity.Needs([]*limiter.Policy{p}, identity.PartUsername) {
+			if !keyparts.Needs([]*limiter.Policy{p}, identity.PartUsername) {
 				c.withoutUser = append(c.withoutUser, p)
 			}
 		}
