@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/costgate/costgate/internal/loggate"
+
 	"github.com/costgate/costgate/internal/keyparts"
 
 	"github.com/costgate/costgate/internal/peer"
@@ -423,7 +425,7 @@ func peerIP(remote string) string {
 // flood of forged checks does not flood it.
 type refusalLog struct {
 	logger *slog.Logger
-	gate   limiter.LogGate
+	gate   loggate.Gate
 }
 
 func (l *refusalLog) refused(door, peer string) {

@@ -12,13 +12,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/costgate/costgate/internal/loggate"
+
 	"github.com/costgate/costgate/internal/peer"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/net/http2"
 
 	"github.com/costgate/costgate/internal/config"
-	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/redisstore"
 )
 
@@ -254,7 +255,7 @@ func (c *countedConn) Close() error {
 // second with the count in between.
 type refusalLog struct {
 	logger *slog.Logger
-	gate   limiter.LogGate
+	gate   loggate.Gate
 }
 
 func (r *refusalLog) refused(addr netip.Addr) {

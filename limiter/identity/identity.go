@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/costgate/costgate/internal/names"
+
 	"github.com/costgate/costgate/internal/keyparts"
 
 	"github.com/costgate/costgate/internal/jsonerror"
@@ -112,7 +114,7 @@ func (c *Config) Validate() error {
 			reason = "nil function"
 		case isBuiltin(name) || strings.HasPrefix(name, PartHeaderPrefix):
 			reason = "the name of a built-in key part"
-		case !limiter.ValidName(name):
+		case !names.Valid(name):
 			reason = "letters, digits, '_', '-' and '.' only"
 		}
 		if reason != "" {
@@ -528,7 +530,7 @@ func (res *Resolver) otherPart(part string, id *Identity) string {
 // store keys stay readable, else hashed: a Lookup of the application's own
 // may return any text, and a ':' or a brace would make keys ambiguous.
 func (res *Resolver) plain(part, s string) string {
-	if limiter.ValidName(s) {
+	if names.Valid(s) {
 		return s
 	}
 	return res.hash.hash(part, s)
