@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/costgate/costgate/internal/ratefields"
+
 	"github.com/costgate/costgate/internal/keyparts"
 
 	"github.com/costgate/costgate/internal/peer"
@@ -400,12 +402,12 @@ func (s *RateLimitService) response(plans []*planned, decisions [][]limiter.Deci
 			if !d.Allowed {
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 				denied = d
-				if header.Shown(d) {
+				if ratefields.Shown(d) {
 					pick = k
 				}
 				break
 			}
-			if header.Shown(d) && (pick < 0 || d.Remaining < ds[pick].Remaining) {
+			if ratefields.Shown(d) && (pick < 0 || d.Remaining < ds[pick].Remaining) {
 				pick = k
 			}
 		}
@@ -439,7 +441,7 @@ func (s *RateLimitService) response(plans []*planned, decisions [][]limiter.Deci
 // of its RateLimit-Policy header (burst and refill time for the buckets),
 // in the largest unit that divides the window.
 func currentLimit(p *limiter.Policy) *rlsv3.RateLimitResponse_RateLimit {
-	q, w := header.Window(p)
+	q, w := ratefields.Window(p)
 	rl := &rlsv3.RateLimitResponse_RateLimit{Name: p.Name, RequestsPerUnit: uint32(min(q, math.MaxUint32)), Unit: rlsv3.RateLimitResponse_RateLimit_SECOND}
 	for _, u := range []struct {
 		secs int64
