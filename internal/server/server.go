@@ -318,7 +318,7 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 	}
 	if cfg.GraphQL.PersistedQueries {
 		// gqllimit's middleware serves the protocol, embedded and in proxy mode.
-		gcfg.PersistedQueries = gqllimit.NewPersistedQueryCache(gqllimit.DefaultCacheEntries, gqllimit.DefaultCacheBytes)
+		gcfg.PersistedQueries = gqllimit.NewPersistedQueryCache(0, 0)
 	}
 	if cfg.IntrospectsSchema() {
 		return s.introspected(cfg, gcfg)
@@ -358,7 +358,7 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	// Parsed and validated documents, bounded by their estimated memory.
-	srv.SetQueryCache(gqllimit.NewQueryCache(gqllimit.DefaultCacheEntries, gqllimit.DefaultCacheBytes))
+	srv.SetQueryCache(gqllimit.NewQueryCache(0, 0))
 	if cfg.GraphQL.Introspection {
 		srv.Use(extension.Introspection{})
 	}

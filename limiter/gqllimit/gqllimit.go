@@ -84,7 +84,7 @@ type Config struct {
 	PersistedQueries graphql.Cache[string]
 	// DocumentCache is how many documents the middleware keeps parsed,
 	// measured and priced, keyed by their text and operation name (default
-	// DefaultCacheEntries, within DefaultCacheBytes of estimated memory;
+	// 1000, within 64 MiB of estimated memory;
 	// negative: none). A document sent again, in full or by its persisted
 	// hash, is not parsed, measured or priced again unless the variables its
 	// price depends on (complexity.Schema.CostVariables) take new values.
@@ -229,7 +229,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l := &Limiter{cfg: cfg, schema: cfg.Schema}
 	if cfg.DocumentCache >= 0 {
-		l.docs = newLRU[docKey, *document](orDefault(cfg.DocumentCache, DefaultCacheEntries), DefaultCacheBytes)
+		l.docs = newLRU[docKey, *document](orDefault(cfg.DocumentCache, defaultCacheEntries), defaultCacheBytes)
 	}
 	return l, nil
 }
