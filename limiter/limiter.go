@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/costgate/costgate/internal/loggate"
 )
 
 // DefaultTimeout bounds every store call unless WithTimeout says otherwise.
@@ -70,10 +72,10 @@ type Limiter struct {
 	timeout   time.Duration
 	local     Store
 	gateways  int
-	selfTimed bool // the store bounds its calls itself (SelfTimed)
+	selfTimed bool // the store bounds its calls itself (selfTimed)
 
 	localPolicies sync.Map // *Policy → *Policy with limit/gateways
-	logGates      sync.Map // policy name → *LogGate
+	logGates      sync.Map // policy name → *loggate.Gate
 	denied        denyCache
 }
 
@@ -96,7 +98,7 @@ func New(store Store, opts ...Option) (*Limiter, error) {
 	if l.logger == nil {
 		l.logger = slog.Default()
 	}
-	if st, ok := store.(SelfTimed); ok && !l.storeIsLocal() {
+	if st, ok := store.(selfTimed); ok && !l.storeIsLocal() {
 		st.BoundCalls(l.timeout)
 		l.selfTimed = true
 	}
@@ -452,9 +454,9 @@ func (l *Limiter) onStoreError(ctx context.Context, r Request, err error) Decisi
 func (l *Limiter) logStoreError(level slog.Level, p *Policy, msg string, args ...any) {
 	v, ok := l.logGates.Load(p.Name)
 	if !ok {
-		v, _ = l.logGates.LoadOrStore(p.Name, &LogGate{})
+		v, _ = l.logGates.LoadOrStore(p.Name, &loggate.Gate{})
 	}
-	n, ok := v.(*LogGate).Pass(time.Now())
+	n, ok := v.(*loggate.Gate).Pass(time.Now())
 	if !ok {
 		return
 	}
@@ -502,7 +504,7 @@ func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, e
 
 // bounded is ctx bounded by the store timeout, the one place a store call
 // gets its deadline: none when the store answers in process or bounds its
-// calls itself (SelfTimed), so those checks allocate no context.
+// calls itself (selfTimed), so those checks allocate no context.
 func (l *Limiter) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 	if l.selfTimed || l.storeIsLocal() || l.timeout <= 0 {
 		return ctx, noCancel

@@ -3,6 +3,8 @@ package limiter
 import (
 	"fmt"
 	"time"
+
+	"github.com/costgate/costgate/internal/names"
 )
 
 // Algorithm names the rate-limiting algorithm of a policy.
@@ -125,7 +127,7 @@ func (p *Policy) Validate() error {
 	if p.Name == "" {
 		return field("name", "is empty")
 	}
-	if !ValidName(p.Name) {
+	if !names.Valid(p.Name) {
 		// The name goes into store keys, headers and metric labels.
 		return field("name", "letters, digits, '_', '-' and '.' only, got %q", p.Name)
 	}
@@ -193,21 +195,6 @@ func (p *Policy) Validate() error {
 		}
 	}
 	return nil
-}
-
-// ValidName reports whether s can name a policy: letters, digits, '_', '-'
-// and '.', since names go into store keys, headers and metric labels.
-func ValidName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // EffectiveMode returns the mode with its default applied.

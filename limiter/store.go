@@ -37,12 +37,12 @@ type BatchStore interface {
 	TakeAll(ctx context.Context, reqs []Request) ([]Decision, error)
 }
 
-// SelfTimed is implemented by stores that bound each call themselves, with
+// selfTimed is implemented by stores that bound each call themselves, with
 // a timer of their own rather than a context deadline armed per call (which
 // costs allocations on every check). Limiter.New hands such a store its
 // timeout once and then arms no context; a store shared by several
 // Limiters keeps the last timeout handed to it.
-type SelfTimed interface {
+type selfTimed interface {
 	BoundCalls(timeout time.Duration)
 }
 

@@ -14,16 +14,23 @@ import (
 	"strings"
 	"time"
 
+	"github.com/costgate/costgate/internal/ratefields"
+
+	"github.com/costgate/costgate/internal/keyparts"
+
+	"github.com/costgate/costgate/internal/peer"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/peer"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/costgate/costgate/internal/routelimit"
+	"github.com/costgate/costgate/internal/username"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/header"
 	"github.com/costgate/costgate/limiter/identity"
@@ -228,7 +235,7 @@ func (r *refusal) add(part, format string, args ...any) {
 func (r *refusal) without(policies []*limiter.Policy) []*limiter.Policy {
 	var out []*limiter.Policy
 	for _, p := range policies {
-		if !r.all && !slices.ContainsFunc(r.parts, func(part string) bool { return identity.Needs([]*limiter.Policy{p}, part) }) {
+		if !r.all && !slices.ContainsFunc(r.parts, func(part string) bool { return keyparts.Needs([]*limiter.Policy{p}, part) }) {
 			out = append(out, p)
 		}
 	}
@@ -244,7 +251,7 @@ func (r *refusal) without(policies []*limiter.Policy) []*limiter.Policy {
 func (s *RateLimitService) identity(ctx context.Context, parts []partValue, policies []*limiter.Policy) (*identity.Identity, refusal, error) {
 	r := (&http.Request{Header: http.Header{}}).WithContext(ctx)
 	var refused refusal
-	var username, route string
+	var user, route string
 	var hasUsername, hasAddr bool
 	for _, pv := range parts {
 		switch pv.part {
@@ -259,7 +266,7 @@ func (s *RateLimitService) identity(ctx context.Context, parts []partValue, poli
 		case identity.PartAPIKey:
 			r.Header[s.cfg.Identity.APIKeyHeader()] = []string{pv.value}
 		case identity.PartUsername:
-			username, hasUsername = pv.value, true
+			user, hasUsername = pv.value, true
 		case identity.PartRoute:
 			route = pv.value
 		default: // header:NAME, canonical
@@ -269,22 +276,22 @@ func (s *RateLimitService) identity(ctx context.Context, parts []partValue, poli
 	for _, pv := range parts {
 		name, isHeader := strings.CutPrefix(pv.part, identity.PartHeaderPrefix)
 		// Keyed by the address in its place, unless there is none.
-		if isHeader && !hasAddr && !identity.IsHeaderPartValue(pv.value) && identity.Needs(policies, pv.part) {
-			refused.add(pv.part, "the %s header (part %s) is empty or longer than %d bytes, and no entry gives the client address", name, pv.part, identity.MaxHeaderPartBytes)
+		if isHeader && !hasAddr && !keyparts.IsHeaderValue(pv.value) && keyparts.Needs(policies, pv.part) {
+			refused.add(pv.part, "the %s header (part %s) is empty or longer than %d bytes, and no entry gives the client address", name, pv.part, keyparts.MaxHeaderBytes)
 		}
 	}
 	id, err := s.cfg.Identity.Resolve(r)
 	if err != nil {
 		return nil, refused, status.Error(codes.Unavailable, "the API key could not be checked; retry shortly")
 	}
-	if hasUsername && identity.Needs(policies, identity.PartUsername) {
-		if name, err := identity.NormalizeUsername(username); err != nil {
+	if hasUsername && keyparts.Needs(policies, identity.PartUsername) {
+		if name, err := username.Normalize(user); err != nil {
 			refused.add(identity.PartUsername, "the username (part username) is %s", usernameReason(err))
 		} else {
 			id.Username = name
 		}
 	}
-	if len(route) > MaxEntryBytes && identity.Needs(policies, identity.PartRoute) {
+	if len(route) > MaxEntryBytes && keyparts.Needs(policies, identity.PartRoute) {
 		refused.add(identity.PartRoute, "the route (part route) is longer than %d bytes", MaxEntryBytes)
 	} else {
 		id.Route = route
@@ -395,12 +402,12 @@ func (s *RateLimitService) response(plans []*planned, decisions [][]limiter.Deci
 			if !d.Allowed {
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 				denied = d
-				if header.Shown(d) {
+				if ratefields.Shown(d) {
 					pick = k
 				}
 				break
 			}
-			if header.Shown(d) && (pick < 0 || d.Remaining < ds[pick].Remaining) {
+			if ratefields.Shown(d) && (pick < 0 || d.Remaining < ds[pick].Remaining) {
 				pick = k
 			}
 		}
@@ -434,7 +441,7 @@ func (s *RateLimitService) response(plans []*planned, decisions [][]limiter.Deci
 // of its RateLimit-Policy header (burst and refill time for the buckets),
 // in the largest unit that divides the window.
 func currentLimit(p *limiter.Policy) *rlsv3.RateLimitResponse_RateLimit {
-	q, w := header.Window(p)
+	q, w := ratefields.Window(p)
 	rl := &rlsv3.RateLimitResponse_RateLimit{Name: p.Name, RequestsPerUnit: uint32(min(q, math.MaxUint32)), Unit: rlsv3.RateLimitResponse_RateLimit_SECOND}
 	for _, u := range []struct {
 		secs int64
@@ -474,11 +481,11 @@ func headerValues(h http.Header) []*corev3.HeaderValue {
 
 // fromGateway reports whether the caller is a gateway, and its address.
 func (s *RateLimitService) fromGateway(ctx context.Context) (string, bool) {
-	p, ok := peer.FromContext(ctx)
+	p, ok := grpcpeer.FromContext(ctx)
 	if !ok || p.Addr == nil {
 		return "", false
 	}
-	return p.Addr.String(), identity.PeerIn(p.Addr.String(), s.cfg.Gateways)
+	return p.Addr.String(), peer.In(p.Addr.String(), s.cfg.Gateways)
 }
 
 // memoryWriter captures what httplimit writes for a denial.

@@ -13,8 +13,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/costgate/costgate/internal/loggate"
+
+	"github.com/costgate/costgate/internal/keyparts"
+
+	"github.com/costgate/costgate/internal/peer"
+
 	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/internal/routelimit"
+	"github.com/costgate/costgate/internal/username"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/identity"
 	"golang.org/x/net/http/httpguts"
@@ -117,7 +124,7 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 // controls is never answered with a 5xx, which Envoy's ext_authz with
 // failure_mode_allow lets through.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !identity.PeerIn(r.RemoteAddr, h.cfg.Gateways) {
+	if !peer.In(r.RemoteAddr, h.cfg.Gateways) {
 		h.refusals.refused("/v1/check", r.RemoteAddr)
 		refuseUntrusted(w, fmt.Sprintf("/v1/check answers only the gateways listed in identity.trusted_proxies: add this gateway's address (%s) to it", peerIP(r.RemoteAddr)))
 		return
@@ -162,7 +169,7 @@ func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *routel
 	id.Route = h.cfg.Limits.RouteName(orig.Method, route)
 	ok := false
 	switch values := orig.Header.Values(h.usernameHeader); {
-	case h.usernameHeader == "" || len(values) == 0 || !identity.Needs(route.Policies, identity.PartUsername):
+	case h.usernameHeader == "" || len(values) == 0 || !keyparts.Needs(route.Policies, identity.PartUsername):
 		// Without the header, the body (if the gateway forwards one) is read.
 		ok = h.cfg.Limits.Limit(w, orig, id, route)
 	case len(values) > 1:
@@ -181,7 +188,7 @@ func (h *Handler) check(w http.ResponseWriter, orig *http.Request, route *routel
 }
 
 func usernameReason(err error) string {
-	var ue *identity.UsernameError
+	var ue *username.Error
 	if errors.As(err, &ue) {
 		return ue.Reason
 	}
@@ -418,7 +425,7 @@ func peerIP(remote string) string {
 // flood of forged checks does not flood it.
 type refusalLog struct {
 	logger *slog.Logger
-	gate   limiter.LogGate
+	gate   loggate.Gate
 }
 
 func (l *refusalLog) refused(door, peer string) {

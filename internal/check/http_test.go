@@ -14,6 +14,7 @@ import (
 
 	"github.com/costgate/costgate/internal/check"
 	"github.com/costgate/costgate/internal/routelimit"
+	"github.com/costgate/costgate/internal/username"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/redistest"
@@ -306,7 +307,7 @@ func TestCheckUsernameRefusals(t *testing.T) {
 		{name: "not UTF-8", req: nginxCheck("POST", "/login", "203.0.113.3", map[string]string{"X-Login-User": "\xff\xfe"}), status: 400, charged: true, rateLimit: `"login_ip";r=9;t=300`},
 		{name: "twice", req: checkReq{header: map[string]string{"X-Forwarded-Method": "POST", "X-Forwarded-Uri": "/login", "X-Forwarded-For": "203.0.113.4"},
 			multi: map[string][]string{"X-Login-User": {"a", "b"}}}, status: 400, charged: true, rateLimit: `"login_ip";r=9;t=300`},
-		{name: "too long", req: nginxCheck("POST", "/login", "203.0.113.5", map[string]string{"X-Login-User": strings.Repeat("a", identity.MaxUsernameBytes+1)}),
+		{name: "too long", req: nginxCheck("POST", "/login", "203.0.113.5", map[string]string{"X-Login-User": strings.Repeat("a", username.MaxBytes+1)}),
 			status: 400, charged: true, rateLimit: `"login_ip";r=9;t=300`},
 		{name: "from the body (Envoy with_request_body)", req: checkReq{method: "POST", target: "/v1/check/login", body: `{"username":"alice"}`},
 			status: 200, charged: true, rateLimit: `"login_ip";r=9;t=300, "login_user";r=9;t=300`},

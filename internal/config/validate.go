@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/costgate/costgate/internal/gqlpolicy"
+
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/net/http/httpguts"
 
@@ -369,7 +371,7 @@ func (v *validator) graphql() {
 	case !ok:
 		v.fail("graphql.policy", "unknown policy %q%s; define it, or set graphql.path: \"\" to serve no GraphQL", g.Policy, v.known())
 	default:
-		if err := gqllimit.CheckPolicy(pc.policy(g.Policy)); err != nil {
+		if err := gqlpolicy.Check(pc.policy(g.Policy)); err != nil {
 			var pe *limiter.PolicyError
 			errors.As(err, &pe)
 			v.fail("graphql.policy", "policy %q is a %s", g.Policy, pe.Reason)

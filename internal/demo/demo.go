@@ -18,7 +18,7 @@ import (
 
 	"github.com/costgate/costgate/graph"
 	"github.com/costgate/costgate/graph/model"
-	"github.com/costgate/costgate/limiter/identity"
+	"github.com/costgate/costgate/internal/username"
 )
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -125,11 +125,11 @@ func (l *Login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Username string `json:"username"`
 		Password string `json:"password"`
 	}
-	if err := json.NewDecoder(io.LimitReader(r.Body, identity.DefaultMaxBodyBytes)).Decode(&body); err != nil {
+	if err := json.NewDecoder(io.LimitReader(r.Body, username.DefaultMaxBodyBytes)).Decode(&body); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad_request", "message": `the body must be JSON: {"username":"...","password":"..."}`})
 		return
 	}
-	name, _ := identity.NormalizeUsername(body.Username)
+	name, _ := username.Normalize(body.Username)
 	cred, known := l.users[name]
 	if !known {
 		cred = l.dummy

@@ -7,9 +7,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/costgate/costgate/internal/keyparts"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/costgate/costgate/internal/jsonerror"
+	"github.com/costgate/costgate/internal/username"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/header"
 	"github.com/costgate/costgate/limiter/identity"
@@ -138,7 +141,7 @@ func New(cfg Config) (*Middleware, error) {
 		return nil, err
 	}
 	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = identity.DefaultMaxBodyBytes
+		cfg.MaxBodyBytes = username.DefaultMaxBodyBytes
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -147,10 +150,10 @@ func New(cfg Config) (*Middleware, error) {
 	for _, rt := range cfg.Routes {
 		r, _ := parseRule(rt.Pattern)
 		c := compiled{Route: rt, rule: r,
-			byUsername: identity.Needs(rt.Policies, identity.PartUsername),
-			needsRoute: identity.Needs(rt.Policies, identity.PartRoute)}
+			byUsername: keyparts.Needs(rt.Policies, identity.PartUsername),
+			needsRoute: keyparts.Needs(rt.Policies, identity.PartRoute)}
 		for _, p := range rt.Policies {
-			if !identity.Needs([]*limiter.Policy{p}, identity.PartUsername) {
+			if !keyparts.Needs([]*limiter.Policy{p}, identity.PartUsername) {
 				c.withoutUser = append(c.withoutUser, p)
 			}
 		}
@@ -284,7 +287,7 @@ func (m *Middleware) RefuseUsername(w http.ResponseWriter, r *http.Request, id *
 		return m.Limit(w, r, id, route)
 	}
 	m.routeKeyPart(r, id, rt)
-	return m.charge(w, r, id, rt.withoutUser, &identity.UsernameError{Status: http.StatusBadRequest, Reason: reason})
+	return m.charge(w, r, id, rt.withoutUser, &username.Error{Status: http.StatusBadRequest, Reason: reason})
 }
 
 // RouteName is the route key part of a request for method matched by route
@@ -298,14 +301,14 @@ func (m *Middleware) RouteName(method string, route *Route) string {
 	return normalizeMethod(method) + " " + route.Pattern
 }
 
-// limit is Limit; username, when not nil, is the login username as given.
-func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.Identity, rt *compiled, username *string) bool {
+// limit is Limit; given, when not nil, is the login username as given.
+func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.Identity, rt *compiled, given *string) bool {
 	m.routeKeyPart(r, id, rt)
 	if rt.byUsername && id.Username == "" {
 		var name string
-		var uerr *identity.UsernameError
-		if username != nil {
-			name, uerr = normalizeUsername(*username)
+		var uerr *username.Error
+		if given != nil {
+			name, uerr = normalizeUsername(*given)
 		} else {
 			name, uerr = readUsername(r, m.cfg.MaxBodyBytes)
 		}
@@ -327,7 +330,7 @@ func (m *Middleware) routeKeyPart(r *http.Request, id *identity.Identity, rt *co
 
 // charge charges policies to id and answers a denial, or userErr (a
 // refused username) when they allow; it reports whether the request may go on.
-func (m *Middleware) charge(w http.ResponseWriter, r *http.Request, id *identity.Identity, policies []*limiter.Policy, userErr *identity.UsernameError) bool {
+func (m *Middleware) charge(w http.ResponseWriter, r *http.Request, id *identity.Identity, policies []*limiter.Policy, userErr *username.Error) bool {
 	var buf [4]limiter.Decision // a route rarely has more: no allocation
 	decisions, ok := m.check(r.Context(), buf[:0], policies, id, 1)
 	return Answer(w, r, m.cfg.Clock(), decisions, ok, userErr)
@@ -336,7 +339,7 @@ func (m *Middleware) charge(w http.ResponseWriter, r *http.Request, id *identity
 // Answer writes the rate-limit headers of decisions and answers a denial,
 // or userErr when they allow; it reports whether the request may go on,
 // once a leaky bucket's turn came.
-func Answer(w http.ResponseWriter, r *http.Request, now time.Time, decisions []limiter.Decision, ok bool, userErr *identity.UsernameError) bool {
+func Answer(w http.ResponseWriter, r *http.Request, now time.Time, decisions []limiter.Decision, ok bool, userErr *username.Error) bool {
 	header.Set(w.Header(), now, decisions)
 	if !ok {
 		WriteDenied(w, decisions[len(decisions)-1])
@@ -386,33 +389,33 @@ func (m *Middleware) check(ctx context.Context, dst []limiter.Decision, policies
 }
 
 // readUsername reads the login body's username; the error says how to answer.
-func readUsername(r *http.Request, maxBody int64) (string, *identity.UsernameError) {
-	name, err := identity.ReadUsername(r, maxBody)
+func readUsername(r *http.Request, maxBody int64) (string, *username.Error) {
+	name, err := username.Read(r, maxBody)
 	if err == nil {
 		return name, nil
 	}
-	var ue *identity.UsernameError
+	var ue *username.Error
 	if !errors.As(err, &ue) {
-		ue = &identity.UsernameError{Status: http.StatusBadRequest, Reason: err.Error()}
+		ue = &username.Error{Status: http.StatusBadRequest, Reason: err.Error()}
 	}
 	if ue.TooLong {
-		ue = &identity.UsernameError{Status: ue.Status, TooLong: true, Reason: "the username is " + ue.Reason}
+		ue = &username.Error{Status: ue.Status, TooLong: true, Reason: "the username is " + ue.Reason}
 	}
 	return "", ue
 }
 
 // normalizeUsername is a given username as the limits take it; the error
 // says how to answer.
-func normalizeUsername(s string) (string, *identity.UsernameError) {
-	name, err := identity.NormalizeUsername(s)
+func normalizeUsername(s string) (string, *username.Error) {
+	name, err := username.Normalize(s)
 	if err == nil {
 		return name, nil
 	}
-	var ue *identity.UsernameError
+	var ue *username.Error
 	if !errors.As(err, &ue) {
-		ue = &identity.UsernameError{Status: http.StatusBadRequest, Reason: err.Error()}
+		ue = &username.Error{Status: http.StatusBadRequest, Reason: err.Error()}
 	}
-	return "", &identity.UsernameError{Status: ue.Status, TooLong: ue.TooLong, Reason: "the username is " + ue.Reason}
+	return "", &username.Error{Status: ue.Status, TooLong: ue.TooLong, Reason: "the username is " + ue.Reason}
 }
 
 // RoutePattern is chi's route pattern when chi has routed the request.

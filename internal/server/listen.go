@@ -12,12 +12,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/costgate/costgate/internal/loggate"
+
+	"github.com/costgate/costgate/internal/peer"
+
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/net/http2"
 
 	"github.com/costgate/costgate/internal/config"
-	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/identity"
 	"github.com/costgate/costgate/limiter/redisstore"
 )
 
@@ -166,7 +168,7 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 		}
 		addr := remoteAddr(c)
 		limit := l.limit()
-		if identity.AddrIn(addr, limit.Exempt) {
+		if peer.AddrIn(addr, limit.Exempt) {
 			return c, nil
 		}
 		l.mu.Lock()
@@ -253,7 +255,7 @@ func (c *countedConn) Close() error {
 // second with the count in between.
 type refusalLog struct {
 	logger *slog.Logger
-	gate   limiter.LogGate
+	gate   loggate.Gate
 }
 
 func (r *refusalLog) refused(addr netip.Addr) {

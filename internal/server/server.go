@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/costgate/costgate/internal/peer"
+
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -316,7 +318,7 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 	}
 	if cfg.GraphQL.PersistedQueries {
 		// gqllimit's middleware serves the protocol, embedded and in proxy mode.
-		gcfg.PersistedQueries = gqllimit.NewPersistedQueryCache(gqllimit.DefaultCacheEntries, gqllimit.DefaultCacheBytes)
+		gcfg.PersistedQueries = gqllimit.NewPersistedQueryCache(0, 0)
 	}
 	if cfg.IntrospectsSchema() {
 		return s.introspected(cfg, gcfg)
@@ -356,7 +358,7 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	// Parsed and validated documents, bounded by their estimated memory.
-	srv.SetQueryCache(gqllimit.NewQueryCache(gqllimit.DefaultCacheEntries, gqllimit.DefaultCacheBytes))
+	srv.SetQueryCache(gqllimit.NewQueryCache(0, 0))
 	if cfg.GraphQL.Introspection {
 		srv.Use(extension.Introspection{})
 	}
@@ -394,5 +396,5 @@ func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
 // a trusted proxy.
 func seesStoreDetails(remoteAddr string, trusted []netip.Prefix) bool {
 	ap, err := netip.ParseAddrPort(remoteAddr)
-	return err == nil && ap.Addr().Unmap().IsLoopback() || identity.PeerIn(remoteAddr, trusted)
+	return err == nil && ap.Addr().Unmap().IsLoopback() || peer.In(remoteAddr, trusted)
 }

@@ -105,7 +105,7 @@ func warnUnreachable(rs *redisstore.Store, cfg *config.Config, logger *slog.Logg
 	ctx, cancel := context.WithTimeout(context.Background(), startProbe)
 	defer cancel()
 	h := rs.Health(ctx)
-	if h.State == limiter.StoreUp {
+	if h.State == redisstore.StateUp {
 		return
 	}
 	attrs := []any{"store", "redis", "addr", redisAddr(cfg.Store.Redis), "state", h.State}
@@ -151,14 +151,14 @@ func redisAddr(rc *config.RedisConfig) string {
 // storeHealth is the store part of the readiness body.
 type storeHealth struct {
 	Kind  string                  `json:"kind"`
-	State limiter.StoreState      `json:"state"` // up, down, breaker open, out of memory
+	State redisstore.State        `json:"state"` // up, down, breaker open, out of memory
 	Nodes []redisstore.NodeHealth `json:"nodes,omitempty"`
 }
 
 // health is the store's state for readiness.
 func (st *state) health(ctx context.Context) storeHealth {
 	if st.redis == nil {
-		return storeHealth{Kind: st.name, State: limiter.StoreUp}
+		return storeHealth{Kind: st.name, State: redisstore.StateUp}
 	}
 	h := st.redis.Health(ctx)
 	return storeHealth{Kind: st.name, State: h.State, Nodes: h.Nodes}

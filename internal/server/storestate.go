@@ -7,10 +7,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/redisstore"
 )
 
 // storeStates are the values of costgate_store_state{state}, one series each.
-var storeStates = []limiter.StoreState{limiter.StoreUp, limiter.StoreDown, limiter.StoreBreakerOpen, limiter.StoreOutOfMemory}
+var storeStates = []redisstore.State{redisstore.StateUp, redisstore.StateDown, redisstore.StateBreakerOpen, redisstore.StateOutOfMemory}
 
 // storeStateCollector reports the store's health, as readiness sees it, at
 // each scrape: 1 for the state it is in, 0 for the others.

@@ -19,8 +19,6 @@ const (
 	CodeValidationFailed        = "GRAPHQL_VALIDATION_FAILED"
 	CodeUnauthenticated         = "UNAUTHENTICATED"
 	CodeLimiterUnavailable      = "RATE_LIMITER_UNAVAILABLE"
-	CodeUpstreamError           = "UPSTREAM_ERROR"   // 502: proxy mode, the upstream failed
-	CodeUpstreamTimeout         = "UPSTREAM_TIMEOUT" // 504: proxy mode, the upstream did not answer in time
 	CodeIntrospectionDisabled   = "INTROSPECTION_DISABLED"
 	CodeIdentityUnavailable     = "IDENTITY_UNAVAILABLE"
 	CodeInternal                = "INTERNAL"

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/costgate/costgate/internal/gqlpolicy"
+
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -82,7 +84,7 @@ type Config struct {
 	PersistedQueries graphql.Cache[string]
 	// DocumentCache is how many documents the middleware keeps parsed,
 	// measured and priced, keyed by their text and operation name (default
-	// DefaultCacheEntries, within DefaultCacheBytes of estimated memory;
+	// 1000, within 64 MiB of estimated memory;
 	// negative: none). A document sent again, in full or by its persisted
 	// hash, is not parsed, measured or priced again unless the variables its
 	// price depends on (complexity.Schema.CostVariables) take new values.
@@ -146,16 +148,6 @@ func (c *Limits) Validate() error {
 	return errors.Join(errs...)
 }
 
-// CheckPolicy reports whether p can charge GraphQL operations: a
-// token_bucket, since refunds need one. The error is a *limiter.PolicyError.
-func CheckPolicy(p *limiter.Policy) error {
-	if p.Algorithm != limiter.TokenBucket {
-		return &limiter.PolicyError{Policy: p.Name, Field: "algorithm",
-			Reason: fmt.Sprintf("%s; GraphQL needs a token_bucket (refunds need one)", p.Algorithm)}
-	}
-	return nil
-}
-
 // Validate reports every problem of c, joined: each is a *limiter.FieldError
 // naming the field, or the *limiter.PolicyError of Policy.
 func (c *Config) Validate() error {
@@ -171,7 +163,7 @@ func (c *Config) Validate() error {
 	}
 	if c.Policy == nil {
 		fail("Policy", "required: without a policy no operation is charged, and GraphQL is not limited")
-	} else if err := CheckPolicy(c.Policy); err != nil {
+	} else if err := gqlpolicy.Check(c.Policy); err != nil {
 		errs = append(errs, err)
 	} else {
 		if c.Identity != nil {
@@ -237,7 +229,7 @@ func New(cfg Config) (*Limiter, error) {
 	}
 	l := &Limiter{cfg: cfg, schema: cfg.Schema}
 	if cfg.DocumentCache >= 0 {
-		l.docs = newLRU[docKey, *document](orDefault(cfg.DocumentCache, DefaultCacheEntries), DefaultCacheBytes)
+		l.docs = newLRU[docKey, *document](orDefault(cfg.DocumentCache, defaultCacheEntries), defaultCacheBytes)
 	}
 	return l, nil
 }

@@ -94,26 +94,26 @@ func documentWeight(query string) int64 { return 50*int64(len(query)) + 1024 }
 
 // Cache sizes taken when a size given to a constructor is zero or less.
 const (
-	DefaultCacheEntries = 1000
-	DefaultCacheBytes   = 64 << 20
+	defaultCacheEntries = 1000
+	defaultCacheBytes   = 64 << 20
 )
 
 // NewQueryCache returns a cache of parsed and validated documents for gqlgen's
 // handler.Server.SetQueryCache, bounded by entries and by an estimate of the memory the
 // documents hold (maxBytes), not by their number alone: a thousand documents at the token
-// limit would otherwise take gigabytes. Zero or less takes DefaultCacheEntries and
-// DefaultCacheBytes.
+// limit would otherwise take gigabytes. Zero or less takes the defaults:
+// 1000 entries, 64 MiB.
 func NewQueryCache(entries int, maxBytes int64) graphql.Cache[*ast.QueryDocument] {
-	return stringCache[*ast.QueryDocument]{newLRU[string, *ast.QueryDocument](orDefault(entries, DefaultCacheEntries), orDefault(maxBytes, DefaultCacheBytes)),
+	return stringCache[*ast.QueryDocument]{newLRU[string, *ast.QueryDocument](orDefault(entries, defaultCacheEntries), orDefault(maxBytes, defaultCacheBytes)),
 		func(key string, _ *ast.QueryDocument) int64 { return documentWeight(key) }}
 }
 
 // NewPersistedQueryCache returns a cache of Automatic Persisted Queries (hash → query),
 // bounded by entries and by the bytes of the queries, for [Config.PersistedQueries] and
-// gqlgen's extension.AutomaticPersistedQuery. Zero or less takes DefaultCacheEntries and
-// DefaultCacheBytes.
+// gqlgen's extension.AutomaticPersistedQuery. Zero or less takes the defaults:
+// 1000 entries, 64 MiB.
 func NewPersistedQueryCache(entries int, maxBytes int64) graphql.Cache[string] {
-	return stringCache[string]{newLRU[string, string](orDefault(entries, DefaultCacheEntries), orDefault(maxBytes, DefaultCacheBytes)),
+	return stringCache[string]{newLRU[string, string](orDefault(entries, defaultCacheEntries), orDefault(maxBytes, defaultCacheBytes)),
 		func(key, query string) int64 { return int64(len(key) + len(query) + 64) }}
 }
 

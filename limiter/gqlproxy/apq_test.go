@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/costgate/costgate/limiter/gqllimit"
+	"github.com/costgate/costgate/limiter/gqlproxy"
 )
 
 func sha(query string) string {
@@ -149,10 +150,10 @@ func TestProxyUpstreamReplies(t *testing.T) {
 				must(t, r.Status == 200 && len(r.Res.Errors) == 1 && !strings.Contains(r.Body, "UPSTREAM_ERROR"), "%d %s", r.Status, r.Body)
 				return
 			}
-			must(t, r.Status == http.StatusBadGateway && r.Code() == gqllimit.CodeUpstreamError, "%d %s", r.Status, r.Body)
+			must(t, r.Status == http.StatusBadGateway && r.Code() == gqlproxy.CodeUpstreamError, "%d %s", r.Status, r.Body)
 			must(t, !strings.Contains(r.Body, "10.1.2.3") && !strings.Contains(r.Body, "status"), "the answer tells the upstream's detail: %s", r.Body)
 			must(t, e.available(t) == before-1, "bucket %d, want %d − 1", e.available(t), before)
-			must(t, e.rejections.get(gqllimit.CodeUpstreamError) == 0, "an upstream failure counted as a rejection")
+			must(t, e.rejections.get(gqlproxy.CodeUpstreamError) == 0, "an upstream failure counted as a rejection")
 		})
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/gqlproxy"
 	"github.com/costgate/costgate/limiter/identity"
 )
@@ -151,7 +150,7 @@ func TestProxyRedirectWithGraphQLBody(t *testing.T) {
 	e := newProxyEnv(t, up.URL)
 	before := e.available(t)
 	r := e.post(t, `{ products(first: 10) { nodes { id } } }`, nil, nil)
-	must(t, r.Status == http.StatusBadGateway && r.Code() == gqllimit.CodeUpstreamError, "%d %s", r.Status, r.Body)
+	must(t, r.Status == http.StatusBadGateway && r.Code() == gqlproxy.CodeUpstreamError, "%d %s", r.Status, r.Body)
 	c := r.Res.Extensions.Cost
 	charged := before - e.available(t)
 	must(t, charged == 1 && c.ActualQueryCost != nil && *c.ActualQueryCost == charged, "charged %d, actualQueryCost %v", charged, c.ActualQueryCost)

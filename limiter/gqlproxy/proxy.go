@@ -27,6 +27,13 @@ import (
 	"github.com/costgate/costgate/limiter/gqllimit"
 )
 
+// Error codes the proxy answers with when the upstream fails, in
+// errors[0].extensions.code; the rest are gqllimit's.
+const (
+	CodeUpstreamError   = "UPSTREAM_ERROR"   // 502: the upstream failed
+	CodeUpstreamTimeout = "UPSTREAM_TIMEOUT" // 504: the upstream did not answer in time
+)
+
 // typenameAlias is the alias under which the proxy asks the upstream for
 // __typename on abstract selections, so that actual costs price the concrete
 // types returned. It is removed from the reply.
@@ -336,10 +343,10 @@ func (p *proxy) failed(ctx, upstream context.Context, w http.ResponseWriter, pr 
 	// The upstream's address and error text are for the operator, not the client.
 	p.cfg.Logger.Warn("costgate: upstream failed", "upstream", p.cfg.Upstream, "err", err)
 	if errors.Is(err, errUpstreamTimeout) {
-		pr.Refuse(ctx, w, http.StatusGatewayTimeout, gqllimit.CodeUpstreamTimeout, "the upstream GraphQL service did not answer in time; retry later")
+		pr.Refuse(ctx, w, http.StatusGatewayTimeout, CodeUpstreamTimeout, "the upstream GraphQL service did not answer in time; retry later")
 		return
 	}
-	pr.Refuse(ctx, w, http.StatusBadGateway, gqllimit.CodeUpstreamError, "the upstream GraphQL service failed; retry later")
+	pr.Refuse(ctx, w, http.StatusBadGateway, CodeUpstreamError, "the upstream GraphQL service failed; retry later")
 }
 
 var errUpstreamTimeout = errors.New("no answer within graphql.upstream_timeout")

@@ -241,7 +241,7 @@ func TestProxyUpstreamFailure(t *testing.T) {
 	e := newProxyEnv(t, url)
 	before := e.available(t)
 	r := e.post(t, `{ products(first: 10) { nodes { id } } }`, nil, nil)
-	must(t, r.Status == http.StatusBadGateway && r.Code() == gqllimit.CodeUpstreamError, "%d %s", r.Status, r.Body)
+	must(t, r.Status == http.StatusBadGateway && r.Code() == gqlproxy.CodeUpstreamError, "%d %s", r.Status, r.Body)
 	must(t, string(r.Res.Data) == "null", "data %s", r.Res.Data)
 	// The client learns that the upstream failed, not where it is or why.
 	must(t, !strings.Contains(r.Body, strings.TrimPrefix(url, "http://")) && !strings.Contains(r.Body, "refused") && !strings.Contains(r.Body, "dial"),
@@ -262,7 +262,7 @@ func TestProxyUpstreamFailure(t *testing.T) {
 		hang.Close()
 	})
 	e = newProxyEnv(t, hang.URL)
-	if r := e.post(t, `{ __typename }`, nil, nil); r.Status != http.StatusGatewayTimeout || r.Code() != gqllimit.CodeUpstreamTimeout {
+	if r := e.post(t, `{ __typename }`, nil, nil); r.Status != http.StatusGatewayTimeout || r.Code() != gqlproxy.CodeUpstreamTimeout {
 		t.Errorf("hung upstream: %d %s", r.Status, r.Body)
 	}
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/internal/syncbuf"
-	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/gqlproxy"
 )
 
@@ -259,7 +258,7 @@ func TestProxyMalformedMidStream(t *testing.T) {
 	}
 	e := newProxyEnv(t, fixedUpstream(t, []byte(`{"data":{"products":{"nodes":[]}}} x`), 1<<10).URL)
 	r := e.post(t, `{ products(first: 100) { nodes { id } } }`, nil, nil)
-	must(t, r.Status == http.StatusBadGateway && r.Code() == gqllimit.CodeUpstreamError, "small malformed reply: %d %s", r.Status, r.Body)
+	must(t, r.Status == http.StatusBadGateway && r.Code() == gqlproxy.CodeUpstreamError, "small malformed reply: %d %s", r.Status, r.Body)
 }
 
 // graphql.max_response_bytes: a reply over it is 502 UPSTREAM_ERROR, its
@@ -283,7 +282,7 @@ func TestProxyMaxResponseBytes(t *testing.T) {
 			}})
 			before := e.available(t)
 			r := e.post(t, `{ products(first: 100) { nodes { id title } } }`, nil, nil)
-			must(t, r.Status == http.StatusBadGateway && r.Code() == gqllimit.CodeUpstreamError, "%d %.300s", r.Status, r.Body)
+			must(t, r.Status == http.StatusBadGateway && r.Code() == gqlproxy.CodeUpstreamError, "%d %.300s", r.Status, r.Body)
 			must(t, strings.Contains(log.String(), "max_response_bytes (1048576 bytes)"), "log: %s", log.String())
 			must(t, before-e.available(t) == 1 && *r.Res.Extensions.Cost.ActualQueryCost == 1, "charged %d", before-e.available(t))
 		})

@@ -5,10 +5,11 @@
 package header
 
 import (
-	"math"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/costgate/costgate/internal/ratefields"
 
 	"github.com/costgate/costgate/limiter"
 )
@@ -31,32 +32,10 @@ var Exposed = []string{Limit, Remaining, Reset, Policy, RateLimit, RetryAfter}
 // because the store is down and the policy fails closed.
 const UnavailableRetryAfter = 1
 
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
-
-// ceilSeconds rounds d up to whole seconds.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64(math.Ceil(d.Seconds()))
-}
-
 // RetryAfterSeconds is the Retry-After value for a denial: whole seconds,
 // rounded up, at least 1.
 func RetryAfterSeconds(d limiter.Decision) int64 {
-	return max(ceilSeconds(d.RetryAfter), 1)
-}
-
-// Window returns a policy's RateLimit-Policy quota and window: for the
-// windows q = limit and w = the period; for the buckets q = burst and w = the
-// seconds to refill a whole bucket, ceil(burst·period/limit).
-func Window(p *limiter.Policy) (q, w int64) {
-	if p.IsBucket() {
-		b := p.Capacity()
-		refill := ceilDiv(b*p.PeriodMicros(), p.Limit) // µs
-		return b, max(1, ceilDiv(refill, 1_000_000))
-	}
-	return p.Limit, max(1, ceilSeconds(p.Period))
+	return max(ratefields.CeilSeconds(d.RetryAfter), 1)
 }
 
 // Canonical forms of the header names, so that setting them allocates nothing.
@@ -81,7 +60,7 @@ func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 	buf := stack[:0]
 	var pick *limiter.Decision
 	for i := range decisions {
-		if d := &decisions[i]; Shown(d) && (pick == nil || d.Remaining < pick.Remaining) {
+		if d := &decisions[i]; ratefields.Shown(d) && (pick == nil || d.Remaining < pick.Remaining) {
 			pick = d
 		}
 	}
@@ -98,14 +77,14 @@ func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 	first := true
 	for i := range decisions {
 		d := &decisions[i]
-		if !Shown(d) {
+		if !ratefields.Shown(d) {
 			continue
 		}
 		if !first {
 			buf = append(buf, ", "...)
 		}
 		first = false
-		q, w := Window(d.Policy)
+		q, w := ratefields.Window(d.Policy)
 		buf = appendSFString(buf, d.Policy.Name)
 		buf = strconv.AppendInt(append(buf, ";q="...), q, 10)
 		buf = strconv.AppendInt(append(buf, ";w="...), w, 10)
@@ -114,14 +93,14 @@ func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 	first = true
 	for i := range decisions {
 		d := &decisions[i]
-		if !Shown(d) {
+		if !ratefields.Shown(d) {
 			continue
 		}
 		if !first {
 			buf = append(buf, ", "...)
 		}
 		first = false
-		t := ceilSeconds(d.ResetAfter)
+		t := ratefields.CeilSeconds(d.ResetAfter)
 		if !d.Allowed && !d.ExceedsCapacity {
 			t = RetryAfterSeconds(*d)
 		}
@@ -138,12 +117,6 @@ func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 	h[keyReset] = backing[2:3:3]
 	h[keyPolicy] = backing[3:4:4]
 	h[keyRateLimit] = backing[4:5:5]
-}
-
-// Shown reports whether Set describes d: a decision of a policy that is not
-// in shadow mode, carrying the store's state (Decision.HasState).
-func Shown(d *limiter.Decision) bool {
-	return d.Policy != nil && d.Policy.EffectiveMode() != limiter.Shadow && d.HasState()
 }
 
 // resetUnix is the Unix second at which the quota is full again, rounded up.

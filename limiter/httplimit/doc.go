@@ -55,7 +55,7 @@
 // from the context. Each policy of the route is charged for that identity,
 // all or nothing (a request denied by one policy consumes nothing from the
 // others). A route whose policies key by username reads the JSON login body
-// for it ([identity.ReadUsername]), without consuming it; a username over
+// for it, without consuming it; a username over
 // 256 bytes, or a body naming "username" twice or in another letter case,
 // is refused (400) before any normalisation, after being charged to the
 // route's other policies. An unknown API key answers 401 after being charged to the

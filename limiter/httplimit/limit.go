@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/costgate/costgate/internal/loggate"
+
 	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
@@ -142,7 +144,7 @@ type keyed struct {
 	key     KeyFunc
 	apiKeys bool // answer 401 to an unknown API key
 	logger  *slog.Logger
-	gate    limiter.LogGate
+	gate    loggate.Gate
 }
 
 func newKeyed(limit int, period time.Duration, key KeyFunc, apiKeys bool, o options) (*keyed, error) {

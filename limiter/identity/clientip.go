@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/costgate/costgate/internal/peer"
 )
 
 // Client is the address a request is limited by. Addr is the client's
@@ -57,8 +59,8 @@ const maxHopText = 256
 // IPv6 clients are grouped by /64, the smallest block one subscriber usually
 // holds, so that hopping through one's own /64 gains nothing.
 func ClientIP(r *http.Request, trusted []netip.Prefix) Client {
-	addr, ok := parseHop(r.RemoteAddr)
-	if !ok || !isTrusted(addr, trusted) {
+	addr, ok := peer.ParseHop(r.RemoteAddr)
+	if !ok || !peer.Contains(addr, trusted) {
 		return Client{Addr: group(addr)}
 	}
 	if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
@@ -71,8 +73,8 @@ func ClientIP(r *http.Request, trusted []netip.Prefix) Client {
 }
 
 // walk reads hops right to left across the header lines.
-func walk(lines []string, peer netip.Addr, trusted []netip.Prefix, next func(string) (string, string, bool)) Client {
-	client, hops := peer, 0
+func walk(lines []string, tcpPeer netip.Addr, trusted []netip.Prefix, next func(string) (string, string, bool)) Client {
+	client, hops := tcpPeer, 0
 	for i := len(lines) - 1; i >= 0; i-- {
 		rest := lines[i]
 		for {
@@ -87,12 +89,12 @@ func walk(lines []string, peer netip.Addr, trusted []netip.Prefix, next func(str
 			if hops++; hops > maxHops {
 				return Client{Addr: group(client)}
 			}
-			a, ok := parseHop(hop)
+			a, ok := peer.ParseHop(hop)
 			if !ok {
 				return Client{Text: truncateText(hop)}
 			}
 			client = a
-			if !isTrusted(client, trusted) {
+			if !peer.Contains(client, trusted) {
 				return Client{Addr: group(client)}
 			}
 		}
@@ -176,42 +178,6 @@ func splitParams(s string) []string {
 		}
 	}
 	return append(out, s[start:])
-}
-
-// parseHop parses an address as hops and RemoteAddr carry it: bare,
-// host:port, [v6], [v6]:port, with or without a zone.
-func parseHop(s string) (netip.Addr, bool) {
-	s = strings.TrimSpace(s)
-	if s == "" || len(s) > 64 {
-		return netip.Addr{}, false
-	}
-	// Try the form the text has first: a failed parse allocates its error.
-	colons := strings.Count(s, ":")
-	if s[0] == '[' || colons == 1 {
-		if ap, err := netip.ParseAddrPort(s); err == nil {
-			return ap.Addr().WithZone("").Unmap(), true
-		}
-		switch {
-		case strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]"):
-			s = s[1 : len(s)-1]
-		case colons == 1:
-			s = s[:strings.IndexByte(s, ':')] // an IPv4 whose port did not parse (out of range)
-		}
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return a.WithZone("").Unmap(), true
-}
-
-func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
-	for _, p := range trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }
 
 func group(a netip.Addr) netip.Prefix {

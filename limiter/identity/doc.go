@@ -15,7 +15,7 @@
 //     a caller without one is anonymous and its address stands in.
 //   - tenant, plan: what the Lookup says of the key; "anonymous" without one.
 //   - username: the login username, read by httplimit from a JSON body
-//     ([NormalizeUsername]).
+//     (NFKC, case folded, so "Alice" and "ＡＬＩＣＥ" are one user).
 //   - route: the method and route pattern the request matched.
 //   - header:NAME: the value of request header NAME.
 //   - a name of Config.Parts: a function of the application's own (a JWT

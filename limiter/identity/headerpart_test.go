@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/costgate/costgate/internal/keyparts"
+
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/identity"
 )
@@ -30,7 +32,7 @@ func TestHeaderPartBadValuesKeyedByTheAddress(t *testing.T) {
 	}
 	str := func(s string) *string { return &s }
 	missing := key("203.0.113.7:1", nil)
-	for _, org := range []string{"", strings.Repeat("a", identity.MaxHeaderPartBytes+1), strings.Repeat("b", 64<<10)} {
+	for _, org := range []string{"", strings.Repeat("a", keyparts.MaxHeaderBytes+1), strings.Repeat("b", 64<<10)} {
 		if got := key("203.0.113.7:1", &org); got != missing {
 			t.Errorf("a %d-byte X-Org-Id: key %q, want the address's %q", len(org), got, missing)
 		}
@@ -38,7 +40,7 @@ func TestHeaderPartBadValuesKeyedByTheAddress(t *testing.T) {
 	if key("203.0.113.8:1", str("")) == key("203.0.113.9:1", str("")) {
 		t.Error("two clients with an empty header share a key")
 	}
-	full := strings.Repeat("c", identity.MaxHeaderPartBytes)
+	full := strings.Repeat("c", keyparts.MaxHeaderBytes)
 	if a, b := key("203.0.113.7:1", &full), key("198.51.100.1:1", &full); a != b || a == missing {
 		t.Errorf("a %d-byte X-Org-Id: keys %q and %q, want one key of its own", len(full), a, b)
 	}

@@ -11,6 +11,10 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/costgate/costgate/internal/names"
+
+	"github.com/costgate/costgate/internal/keyparts"
+
 	"github.com/costgate/costgate/internal/jsonerror"
 	"github.com/costgate/costgate/limiter"
 	"golang.org/x/net/http/httpguts"
@@ -111,7 +115,7 @@ func (c *Config) Validate() error {
 			reason = "nil function"
 		case isBuiltin(name) || strings.HasPrefix(name, PartHeaderPrefix):
 			reason = "the name of a built-in key part"
-		case !limiter.ValidName(name):
+		case !names.Valid(name):
 			reason = "letters, digits, '_', '-' and '.' only"
 		}
 		if reason != "" {
@@ -385,18 +389,6 @@ func (c *Config) partList() string {
 	return "one of " + strings.Join(parts, ", ")
 }
 
-// Needs reports whether any of policies keys by part.
-func Needs(policies []*limiter.Policy, part string) bool {
-	for _, p := range policies {
-		for _, k := range p.Key {
-			if k == part {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // Request is what charging cost to id under p asks of the limiter: p
 // scaled by id's plan, and the store key of p for id.
 func (res *Resolver) Request(p *limiter.Policy, id *Identity, cost int64) limiter.Request {
@@ -522,17 +514,9 @@ func (res *Resolver) apiKeyHash(id *Identity) string {
 	return id.keyHash
 }
 
-// MaxHeaderPartBytes bounds the value of a header:NAME key part.
-const MaxHeaderPartBytes = 4096
-
-// IsHeaderPartValue reports whether a header's value (its lines joined by
-// ", ") keys a header:NAME part; an empty or over-long one is the client
-// address in its place, as a missing one is.
-func IsHeaderPartValue(v string) bool { return v != "" && len(v) <= MaxHeaderPartBytes }
-
 func (res *Resolver) otherPart(part string, id *Identity) string {
 	if name, ok := strings.CutPrefix(part, PartHeaderPrefix); ok {
-		if v := strings.Join(id.header.Values(name), ", "); IsHeaderPartValue(v) {
+		if v := strings.Join(id.header.Values(name), ", "); keyparts.IsHeaderValue(v) {
 			return res.hash.hash(PartHeaderPrefix+strings.ToLower(name), v)
 		}
 		return res.ipHash(id)
@@ -549,7 +533,7 @@ func (res *Resolver) otherPart(part string, id *Identity) string {
 // store keys stay readable, else hashed: a Lookup of the application's own
 // may return any text, and a ':' or a brace would make keys ambiguous.
 func (res *Resolver) plain(part, s string) string {
-	if limiter.ValidName(s) {
+	if names.Valid(s) {
 		return s
 	}
 	return res.hash.hash(part, s)

@@ -539,7 +539,7 @@ func TestOutOfMemory(t *testing.T) {
 	allow := mustValidate(t, &limiter.Policy{Name: "allow", Algorithm: limiter.TokenBucket, Limit: 100, Period: time.Minute, OnStoreError: limiter.FailAllow})
 	deny := mustValidate(t, &limiter.Policy{Name: "deny", Algorithm: limiter.SlidingLog, Limit: 100, Period: time.Minute, OnStoreError: limiter.FailDeny})
 	ctx := context.Background()
-	if h := store.Health(ctx); h.State != limiter.StoreUp {
+	if h := store.Health(ctx); h.State != redisstore.StateUp {
 		t.Fatalf("health before: %+v, want up", h)
 	}
 	if err := srv.Client().ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
@@ -554,7 +554,7 @@ func TestOutOfMemory(t *testing.T) {
 		t.Errorf("deny policy: %+v, want error_denied", d)
 	}
 	h := store.Health(ctx)
-	if h.State != limiter.StoreOutOfMemory || len(h.Nodes) != 1 || h.Nodes[0].State != limiter.StoreOutOfMemory {
+	if h.State != redisstore.StateOutOfMemory || len(h.Nodes) != 1 || h.Nodes[0].State != redisstore.StateOutOfMemory {
 		t.Errorf("health: %+v, want out of memory", h)
 	}
 	t.Logf("health at maxmemory: %+v", h)
@@ -564,7 +564,7 @@ func TestOutOfMemory(t *testing.T) {
 	if d := lim.Allow(ctx, deny, "k", 1); !d.Allowed || d.Err != nil {
 		t.Errorf("with room again: %+v", d)
 	}
-	if h := store.Health(ctx); h.State != limiter.StoreUp {
+	if h := store.Health(ctx); h.State != redisstore.StateUp {
 		t.Errorf("health with room again: %+v, want up", h)
 	}
 }
@@ -854,13 +854,13 @@ func TestClusterFailoverTouchesOnlyItsShard(t *testing.T) {
 		}
 		h := <-healthDuring
 		t.Logf("health 600ms after the kill: %+v", h)
-		if h.State == limiter.StoreUp || len(h.Nodes) != 3 {
+		if h.State == redisstore.StateUp || len(h.Nodes) != 3 {
 			v.Errorf("health 600ms after the kill: %+v, want the dead master reported, three masters", h)
 		}
 		for _, n := range h.Nodes {
 			want := n.Addr == victim.Addr()
 			switch worst := l.worstStall(healthFrom, healthTo); {
-			case (n.State != limiter.StoreUp) == want:
+			case (n.State != redisstore.StateUp) == want:
 			case !want && worst >= 100*time.Millisecond: // half the health call's 200ms
 				t.Logf("health of %s: %s while the machine stalled %s", n.Addr, n.State, worst)
 			default:
@@ -974,7 +974,7 @@ func TestOpenThroughSentinel(t *testing.T) {
 			t.Errorf("request %d: %v %+v", i, ok, ds)
 		}
 	}
-	if h := store.Health(context.Background()); h.State != limiter.StoreUp || len(h.Nodes) != 1 {
+	if h := store.Health(context.Background()); h.State != redisstore.StateUp || len(h.Nodes) != 1 {
 		t.Errorf("health %+v, want up", h)
 	}
 }

@@ -7,27 +7,37 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+)
 
-	"github.com/costgate/costgate/limiter"
+// State is a store's (or one node's) health as readiness reports it.
+type State string
+
+const (
+	StateUp          State = "up"
+	StateDown        State = "down"
+	StateBreakerOpen State = "breaker open"
+	// StateOutOfMemory is a node that answers but refuses writes (Redis at
+	// maxmemory with noeviction): PING works, every check fails.
+	StateOutOfMemory State = "out of memory"
 )
 
 // Health is the store's health as readiness reports it: one state for the
 // whole store, the worst of its nodes', and each node's.
 type Health struct {
-	State limiter.StoreState `json:"state"`
-	Nodes []NodeHealth       `json:"nodes,omitempty"`
+	State State        `json:"state"`
+	Nodes []NodeHealth `json:"nodes,omitempty"`
 }
 
 // NodeHealth is one node's health: a Cluster master, or the one server.
 type NodeHealth struct {
-	Addr  string             `json:"addr"`
-	State limiter.StoreState `json:"state"`
-	Err   string             `json:"error,omitempty"`
+	Addr  string `json:"addr"`
+	State State  `json:"state"`
+	Err   string `json:"error,omitempty"`
 }
 
-// worse orders states from the worst: down, breaker open, out of memory, up.
-var severity = map[limiter.StoreState]int{
-	limiter.StoreUp: 0, limiter.StoreOutOfMemory: 1, limiter.StoreBreakerOpen: 2, limiter.StoreDown: 3,
+// severity orders states from the worst: down, breaker open, out of memory, up.
+var severity = map[State]int{
+	StateUp: 0, StateOutOfMemory: 1, StateBreakerOpen: 2, StateDown: 3,
 }
 
 // Health asks every node (a Cluster's masters, as the slot map has them)
@@ -56,10 +66,10 @@ func (s *Store) Health(ctx context.Context) Health {
 			return nil
 		})
 		if err != nil && len(h.Nodes) == 0 {
-			h.Nodes = []NodeHealth{{State: limiter.StoreDown, Err: err.Error()}}
+			h.Nodes = []NodeHealth{{State: StateDown, Err: err.Error()}}
 		}
 	}
-	h.State = limiter.StoreUp
+	h.State = StateUp
 	for _, n := range h.Nodes {
 		if severity[n.State] > severity[h.State] {
 			h.State = n.State
@@ -74,21 +84,21 @@ type healthClient interface {
 }
 
 func (s *Store) nodeHealth(ctx context.Context, addr string, n *node, c healthClient) NodeHealth {
-	nh := NodeHealth{Addr: addr, State: limiter.StoreUp}
+	nh := NodeHealth{Addr: addr, State: StateUp}
 	if n != nil && n.br.isOpen() {
-		nh.State = limiter.StoreBreakerOpen
+		nh.State = StateBreakerOpen
 		if e := n.lastErr.Load(); e != nil {
 			nh.Err = *e
 		}
 		return nh
 	}
 	if err := c.Ping(ctx).Err(); err != nil {
-		nh.State, nh.Err = limiter.StoreDown, err.Error()
+		nh.State, nh.Err = StateDown, err.Error()
 		return nh
 	}
 	info, err := c.Info(ctx, "memory").Result()
 	if err == nil && full(info) || n != nil && n.oom.Load() {
-		nh.State, nh.Err = limiter.StoreOutOfMemory, "used_memory at maxmemory with maxmemory-policy noeviction: writes refused"
+		nh.State, nh.Err = StateOutOfMemory, "used_memory at maxmemory with maxmemory-policy noeviction: writes refused"
 	}
 	return nh
 }

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/internal/loggate"
 )
 
 // Logger adapts a *slog.Logger for go-redis's own log lines (redis.SetLogger),
@@ -18,7 +18,7 @@ import (
 //	redis.SetLogger(redisstore.NewLogger(logger))
 type Logger struct {
 	log  *slog.Logger
-	gate limiter.LogGate
+	gate loggate.Gate
 }
 
 // NewLogger returns a Logger writing to l (slog.Default() when nil).

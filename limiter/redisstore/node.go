@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/costgate/costgate/limiter"
 )
 
 // A node is one Redis server the store sends scripts to: the server of a
@@ -186,7 +184,7 @@ func (n *node) spawn() bool {
 // ErrBreakerOpen is the store error of a check that skipped a node whose
 // breaker is open: it failed repeatedly, and only a probe now and then goes
 // through until it answers again.
-var ErrBreakerOpen = limiter.ErrBreakerOpen
+var ErrBreakerOpen = errors.New("redisstore: node circuit breaker open")
 
 // do runs sc on this node and waits for its reply or for ctx.
 func (n *node) do(ctx context.Context, sc *script, args []any) ([]int64, error) {

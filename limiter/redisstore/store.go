@@ -309,9 +309,7 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 	return s, nil
 }
 
-var _ limiter.SelfTimed = (*Store)(nil)
-
-// BoundCalls implements limiter.SelfTimed: every check waits at most
+// BoundCalls is how a Limiter hands the store its timeout: every check waits at most
 // timeout for its reply (less when its context's deadline comes first).
 func (s *Store) BoundCalls(timeout time.Duration) { s.callTimeout.Store(int64(timeout)) }
 

@@ -1,4 +1,4 @@
-package identity_test
+package username_test
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/costgate/costgate/limiter/identity"
+	"github.com/costgate/costgate/internal/username"
 )
 
 // What a login body costs to read for its username: an ordinary one, and a
@@ -24,7 +24,7 @@ func BenchmarkReadUsername(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				r.Body = io.NopCloser(bytes.NewReader(body))
-				identity.ReadUsername(r, 0)
+				username.Read(r, 0)
 			}
 		})
 	}

@@ -1,4 +1,5 @@
-package identity
+// Package username reads and normalises the username a login is limited by.
+package username
 
 import (
 	"bytes"
@@ -15,20 +16,20 @@ import (
 	"github.com/costgate/costgate/internal/jsonkeys"
 )
 
-// MaxUsernameBytes bounds a username before it is normalised: NFKC can
+// MaxBytes bounds a username before it is normalised: NFKC can
 // expand a string eighteen-fold, and a 60 KB name of U+FDFA costs 21 ms of
 // CPU to normalise.
-const MaxUsernameBytes = 256
+const MaxBytes = 256
 
 // DefaultMaxBodyBytes bounds a login body read for its username.
 const DefaultMaxBodyBytes = 64 << 10
 
-// UsernameError says why a login body gives no username to limit by.
+// Error says why a login body gives no username to limit by.
 // Status is the HTTP status the doors answer with (400 or 413).
-type UsernameError struct {
+type Error struct {
 	Status int
 	Reason string
-	// TooLong reports a username over MaxUsernameBytes: the request is
+	// TooLong reports a username over MaxBytes: the request is
 	// still charged to the policies that do not key by username.
 	TooLong bool
 	// Ambiguous reports a login body naming "username" more than once or
@@ -37,31 +38,31 @@ type UsernameError struct {
 	Ambiguous bool
 }
 
-func (e *UsernameError) Error() string { return "username: " + e.Reason }
+func (e *Error) Error() string { return "username: " + e.Reason }
 
-// NormalizeUsername returns the form a username is limited by, so that
+// Normalize returns the form a username is limited by, so that
 // "Alice", " alice" and "ＡＬＩＣＥ" share one limit, as do "Straße" and
 // "STRASSE", "ΣΑΣ" and "σας", "al\u00adice" and "alice": NFKC, full case folding
 // (Unicode's default, not Turkish: "I" is "i", "ı" stays itself), the
 // default-ignorable code points (zero-width space, soft hyphen, BOM,
 // variation selectors, ...) removed and white space trimmed, repeated until
 // nothing changes, so that a normalised name normalises to itself. A name
-// that is empty once normalised, not UTF-8, or longer than MaxUsernameBytes
+// that is empty once normalised, not UTF-8, or longer than MaxBytes
 // (checked before any normalisation) is refused.
-func NormalizeUsername(s string) (string, error) {
-	if len(s) > MaxUsernameBytes {
-		return "", &UsernameError{Status: http.StatusBadRequest, TooLong: true,
-			Reason: fmt.Sprintf("longer than %d bytes", MaxUsernameBytes)}
+func Normalize(s string) (string, error) {
+	if len(s) > MaxBytes {
+		return "", &Error{Status: http.StatusBadRequest, TooLong: true,
+			Reason: fmt.Sprintf("longer than %d bytes", MaxBytes)}
 	}
 	if !utf8.ValidString(s) {
-		return "", &UsernameError{Status: http.StatusBadRequest, Reason: "not UTF-8"}
+		return "", &Error{Status: http.StatusBadRequest, Reason: "not UTF-8"}
 	}
 	s, stable := normalizeRounds(s)
 	if !stable {
-		return "", &UsernameError{Status: http.StatusBadRequest, Reason: "not stable under normalisation"}
+		return "", &Error{Status: http.StatusBadRequest, Reason: "not stable under normalisation"}
 	}
 	if s == "" {
-		return "", &UsernameError{Status: http.StatusBadRequest, Reason: "empty"}
+		return "", &Error{Status: http.StatusBadRequest, Reason: "empty"}
 	}
 	return s, nil
 }
@@ -113,26 +114,26 @@ func dropIgnorable(r rune) rune {
 	return r
 }
 
-// ReadUsername reads a JSON login body ({"username": "..."}) for its
+// Read reads a JSON login body ({"username": "..."}) for its
 // username and puts the body back for the handler. At most maxBody bytes
 // are read (0 means DefaultMaxBodyBytes). A body naming "username" more
 // than once, or in another letter case ("USERNAME", "\u0055sername"), is
 // refused as Ambiguous: the handler could read another member than this.
-func ReadUsername(r *http.Request, maxBody int64) (string, error) {
+func Read(r *http.Request, maxBody int64) (string, error) {
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBodyBytes
 	}
 	if r.Body == nil || r.Body == http.NoBody {
-		return "", &UsernameError{Status: http.StatusBadRequest, Reason: `the body must be a JSON object with a "username"`}
+		return "", &Error{Status: http.StatusBadRequest, Reason: `the body must be a JSON object with a "username"`}
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
-		return "", &UsernameError{Status: http.StatusBadRequest, Reason: "could not read the body"}
+		return "", &Error{Status: http.StatusBadRequest, Reason: "could not read the body"}
 	}
 	if int64(len(body)) > maxBody {
-		return "", &UsernameError{Status: http.StatusRequestEntityTooLarge, Reason: fmt.Sprintf("the body is larger than %d bytes", maxBody)}
+		return "", &Error{Status: http.StatusRequestEntityTooLarge, Reason: fmt.Sprintf("the body is larger than %d bytes", maxBody)}
 	}
 	// Read strictly, in one pass: encoding/json would take "USERNAME" for
 	// "username" and the last of two, the application's handler may take another.
@@ -148,17 +149,17 @@ func ReadUsername(r *http.Request, maxBody int64) (string, error) {
 	if !ok {
 		return "", noUsername()
 	}
-	return NormalizeUsername(name)
+	return Normalize(name)
 }
 
-func noUsername() *UsernameError {
-	return &UsernameError{Status: http.StatusBadRequest, Reason: `the body must be a JSON object with a "username" string`}
+func noUsername() *Error {
+	return &Error{Status: http.StatusBadRequest, Reason: `the body must be a JSON object with a "username" string`}
 }
 
-func ambiguousUsername(e *jsonkeys.Error) *UsernameError {
+func ambiguousUsername(e *jsonkeys.Error) *Error {
 	reason := `the body has "username" more than once`
 	if !e.Duplicate {
 		reason = fmt.Sprintf(`the body has %q, "username" in another letter case`, e.Key)
 	}
-	return &UsernameError{Status: http.StatusBadRequest, Ambiguous: true, Reason: reason}
+	return &Error{Status: http.StatusBadRequest, Ambiguous: true, Reason: reason}
 }
