@@ -149,41 +149,15 @@ func (lf *localFirst) pipeline(ctx context.Context, n *node, cmds []*redis.IntSl
 	timeout := max(time.Duration(lf.s.callTimeout.Load()), 250*time.Millisecond)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	src := n.src.Load().c
-	lf.roundTrips.Add(1)
-	lf.s.countRoundTrip(RoundTripSync)
-	send(ctx, src, cmds)
-	var again []int
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		retry := make([]*redis.IntSliceCmd, len(again))
-		for j, i := range again {
-			retry[j] = redis.NewIntSliceCmd(ctx, sc(i).eval(cmds[i].Args())...)
-		}
-		lf.roundTrips.Add(1)
-		lf.s.countRoundTrip(RoundTripSync)
-		send(ctx, src, retry)
-		for j, i := range again {
-			cmds[i] = retry[j]
-		}
-	}
-	healthy := false
+	trips := n.sendScripts(ctx, cmds, RoundTripSync, func(i int) []any { return sc(i).eval(cmds[i].Args()) })
+	lf.roundTrips.Add(int64(trips))
 	for i, cmd := range cmds {
 		errs[i] = cmd.Err()
-		healthy = healthy || errs[i] == nil || isServerError(errs[i])
 		if errs[i] != nil && isRedirect(errs[i]) && lf.s.cluster != nil {
 			lf.s.cluster.ReloadState(ctx)
 		}
 	}
-	if healthy {
-		n.succeeded(errs)
-	} else {
-		n.failed(errs[0], false)
-	}
+	n.record(errs...)
 	return errs
 }
 

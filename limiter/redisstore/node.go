@@ -443,31 +443,11 @@ func (n *node) exec(calls []*call) {
 		ctx, cancel = context.WithTimeout(ctx, n.store.replyWait)
 		defer cancel()
 	}
-	src := n.src.Load().c
 	cmds := make([]*redis.IntSliceCmd, len(calls))
 	for i, c := range calls {
 		cmds[i] = redis.NewIntSliceCmd(ctx, c.args...)
 	}
-	n.store.countRoundTrip(RoundTripExact)
-	send(ctx, src, cmds)
-	var again []int
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			// EVALSHA did not run, so sending the script itself is no retry.
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		retry := make([]*redis.IntSliceCmd, len(again))
-		for j, i := range again {
-			retry[j] = redis.NewIntSliceCmd(ctx, calls[i].sc.eval(calls[i].args)...)
-		}
-		n.store.countRoundTrip(RoundTripExact)
-		send(ctx, src, retry)
-		for j, i := range again {
-			cmds[i] = retry[j]
-		}
-	}
+	n.sendScripts(ctx, cmds, RoundTripExact, func(i int) []any { return calls[i].sc.eval(calls[i].args) })
 	replies := make([][]int64, len(calls))
 	errs := make([]error, len(calls))
 	for i, c := range calls {
@@ -490,6 +470,35 @@ func (n *node) exec(calls []*call) {
 		}
 		c.done <- struct{}{}
 	}
+}
+
+// sendScripts runs the script commands cmds on n in one round trip, then
+// those the server did not know by SHA again as EVAL (evalArgs(i) gives
+// command i's): EVALSHA did not run, so that is no retry. It reports the
+// round trips made, each also counted for the store's OnRoundTrip.
+func (n *node) sendScripts(ctx context.Context, cmds []*redis.IntSliceCmd, kind RoundTrip, evalArgs func(i int) []any) int {
+	src := n.src.Load().c
+	n.store.countRoundTrip(kind)
+	send(ctx, src, cmds)
+	var again []int
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return 1
+	}
+	retry := make([]*redis.IntSliceCmd, len(again))
+	for j, i := range again {
+		retry[j] = redis.NewIntSliceCmd(ctx, evalArgs(i)...)
+	}
+	n.store.countRoundTrip(kind)
+	send(ctx, src, retry)
+	for j, i := range again {
+		cmds[i] = retry[j]
+	}
+	return 2
 }
 
 // send runs cmds on src, one alone as a plain command.
