@@ -255,7 +255,7 @@ func (s *scanner) escape() error {
 		s.i++
 		return nil
 	case 'u':
-		if s.i+6 > len(s.data) || hex4(s.data[s.i+2:s.i+6]) < 0 {
+		if s.i+6 > len(s.data) || Hex4(s.data[s.i+2:s.i+6]) < 0 {
 			return s.fail(`a bad \u escape`)
 		}
 		s.i += 5
@@ -264,8 +264,8 @@ func (s *scanner) escape() error {
 	return s.fail("a bad escape")
 }
 
-// hex4 is the value of four hexadecimal digits, or -1.
-func hex4(b []byte) rune {
+// Hex4 is the value of four hexadecimal digits (of a \uXXXX escape), or -1.
+func Hex4(b []byte) rune {
 	var r rune
 	for _, c := range b {
 		switch {
@@ -478,12 +478,12 @@ func unquote(text []byte) string {
 		case 't':
 			b.WriteByte('\t')
 		case 'u':
-			r := hex4(text[i+1 : i+5])
+			r := Hex4(text[i+1 : i+5])
 			i += 4
 			if utf16.IsSurrogate(r) {
 				r2 := rune(-1)
 				if i+6 < len(text) && text[i+1] == '\\' && text[i+2] == 'u' {
-					r2 = hex4(text[i+3 : i+7])
+					r2 = Hex4(text[i+3 : i+7])
 				}
 				if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
 					b.WriteRune(dec)

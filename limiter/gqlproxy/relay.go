@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/internal/jsonkeys"
 )
 
 // The upstream's reply is copied to the client as it is read, never held
@@ -517,18 +518,9 @@ func (s *scanner) hex4(out *replyWriter) (rune, error) {
 	if !s.fill(6) {
 		return 0, s.fail("an unterminated string")
 	}
-	var r rune
-	for _, c := range s.buf[s.r+2 : s.r+6] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, s.fail("a bad \\u escape in a string")
-		}
+	r := jsonkeys.Hex4(s.buf[s.r+2 : s.r+6])
+	if r < 0 {
+		return 0, s.fail("a bad \\u escape in a string")
 	}
 	out.Write(s.buf[s.r : s.r+6])
 	s.r += 6
