@@ -71,6 +71,7 @@ type options struct {
 	cpus       [3]string // servers, redis, client
 	graphql    bool
 	sync       bool
+	floor      bool
 	allRates   bool
 	costgate   string
 	refserver  string
@@ -91,6 +92,7 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	fs.BoolVar(&o.graphql, "graphql", true, "also run costgate's GraphQL endpoint (Redis scenario)")
 	fs.BoolVar(&o.allRates, "all-rates", false, "run every rate even after a contender failed one (its highest sustained rate stays the one before), to compare CPU per request on a busy machine")
 	fs.BoolVar(&o.sync, "sync", false, "also run costgate-sync: costgate with sync: 100ms on its REST policy (local-first; Redis scenario)")
+	fs.BoolVar(&o.floor, "floor", false, "also run the floor: the reference server with its limiter replaced by one EVALSHA of a script that returns at once (Redis scenario), the least any limiter on net/http and Redis costs")
 	scenarios := fs.String("scenarios", "redis,memory", "scenarios to run: redis (REST and GraphQL on Redis), memory (REST in memory)")
 	fs.StringVar(&o.out, "out", "", "markdown report file (default: standard output)")
 	fs.StringVar(&o.json, "json", "", "also write every figure as JSON to this file")
@@ -341,6 +343,16 @@ func runScenario(ctx context.Context, o *options, name string, pinned bool, dir,
 			defer cs.stop()
 			servers = append(servers, cs)
 			sc.contenders = append(sc.contenders, &contender{id: "costgate-sync", label: "costgate REST, sync: 100ms", srv: cs, target: restTargeter(cs.base, o.keys)})
+		}
+		if o.floor {
+			fl, err := startServer("floor", o.refserver, refserverArgs("floor", redisURL, keysPath), serverCPUs,
+				filepath.Join(dir, "refserver-floor.log"), "refserver")
+			if err != nil {
+				return nil, err
+			}
+			defer fl.stop()
+			servers = append(servers, fl)
+			sc.contenders = append(sc.contenders, &contender{id: "floor", label: "floor: chi + one no-op EVALSHA, no limiter", srv: fl, target: restTargeter(fl.base, o.keys)})
 		}
 		if o.graphql {
 			gql, err := graphqlTargeter(cg.base, o.keys)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -23,6 +24,15 @@ func (r *report) summaries(c *contender) []summary {
 		if runs := c.runs[rate]; len(runs) > 0 {
 			out = append(out, summarize(rate, runs, c.clientCPUs))
 		}
+	}
+	return out
+}
+
+// byRate returns c's summaries at every rate it ran.
+func (r *report) byRate(c *contender) map[int]summary {
+	out := map[int]summary{}
+	for _, s := range r.summaries(c) {
+		out[s.Rate] = s
 	}
 	return out
 }
@@ -205,6 +215,14 @@ func (r *report) targets(w io.Writer, scenarios []*scenario) {
 			p("| REST, %s: server CPU per request ≤ 0.8× the reference's at every rate | worst %s at %d/s (%s) | %s |\n",
 				sc.title, ratio(worst, 1), at, rates(n), yesNo(worst <= 0.8))
 		}
+		if fl := sc.contender("floor"); fl != nil {
+			// The floor is no limiter, so its CPU bounds what any limiter
+			// on net/http with one Redis round trip per request can reach;
+			// CPU per request is compared at every rate run, sustained or not.
+			refAll, cgAll, flAll := r.byRate(ref), r.byRate(cg), r.byRate(fl)
+			p("| REST, %s: the floor (no limiter, one no-op EVALSHA): server CPU per request, floor / reference, the lowest ratio a limiter on net/http and Redis can reach | %s (costgate / floor: %s) | — |\n",
+				sc.title, cpuRatios(flAll, refAll), cpuRatios(cgAll, flAll))
+		}
 		worst, at, n = worstBy(cgAt, refAt, func(s summary) float64 { return s.P99 })
 		if n == 0 {
 			p("| REST, %s: p99 ≤ the reference's at every rate both sustain | no rate both sustain | — |\n", sc.title)
@@ -253,6 +271,20 @@ func (r *report) targets(w io.Writer, scenarios []*scenario) {
 		}
 	}
 	p("\n")
+}
+
+// cpuRatios lists, rate by rate, a's server CPU per request over b's.
+func cpuRatios(a, b map[int]summary) string {
+	var parts []string
+	for _, rate := range slices.Sorted(maps.Keys(a)) {
+		if sb, ok := b[rate]; ok && sb.ServerCPU > 0 {
+			parts = append(parts, fmt.Sprintf("%s at %d/s", ratio(a[rate].ServerCPU, sb.ServerCPU), rate))
+		}
+	}
+	if parts == nil {
+		return "no rate both ran"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // worstBy is the largest ratio of f(a)/f(b) over the rates both sustain,

@@ -59,7 +59,7 @@ const checkTimeout = 50 * time.Millisecond
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("refserver", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
-	storeName := fs.String("store", "redis", "redis (go-redis/redis_rate) or memory (sethvargo/go-limiter)")
+	storeName := fs.String("store", "redis", "redis (go-redis/redis_rate), memory (sethvargo/go-limiter) or floor (no limiter: one EVALSHA of a script that returns at once, the least a limiter on Redis can do)")
 	redisURL := fs.String("redis", "", "Redis URL, with -store redis")
 	keysPath := fs.String("api-keys", "", "JSON file: API key → {tenant, plan}")
 	limit := fs.Int("limit", 1000, "tokens refilled per -period")
@@ -100,6 +100,27 @@ func run(ctx context.Context, args []string) error {
 		client := redis.NewClient(opts)
 		defer client.Close()
 		take = redisTake(redis_rate.NewLimiter(client), redis_rate.Limit{Rate: *limit, Period: *period, Burst: *burst})
+	case "floor":
+		// Not a limiter: the same server with one go-redis round trip per
+		// request that reads and writes nothing, so that the load test can
+		// show how much of a request neither limiter can take away.
+		if *redisURL == "" {
+			return errors.New("-store floor needs -redis")
+		}
+		opts, err := redis.ParseURL(*redisURL)
+		if err != nil {
+			return fmt.Errorf("-redis: %w", err)
+		}
+		client := redis.NewClient(opts)
+		defer client.Close()
+		noop := redis.NewScript("return {1, ARGV[1]}")
+		burst := int64(*burst)
+		take = func(ctx context.Context, key string) (decision, error) {
+			if err := noop.Run(ctx, client, []string{key}, burst).Err(); err != nil {
+				return decision{}, err
+			}
+			return decision{allowed: true, limit: burst, remaining: burst, reset: time.Now()}, nil
+		}
 	case "memory":
 		// memorystore refills at Interval ticks, and (v0.7.1) after the first
 		// tick only to Interval/Tokens tokens: give it an Interval longer than
@@ -114,7 +135,7 @@ func run(ctx context.Context, args []string) error {
 			return decision{allowed: ok, limit: int64(tokens), remaining: int64(remaining), reset: time.Unix(0, int64(reset))}, err
 		}
 	default:
-		return fmt.Errorf("-store %q: want redis or memory", *storeName)
+		return fmt.Errorf("-store %q: want redis, memory or floor", *storeName)
 	}
 
 	shop := demo.NewShop(graph.NewShop())
