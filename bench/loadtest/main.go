@@ -92,7 +92,7 @@ func parseFlags(args []string, log io.Writer) (*options, error) {
 	fs.BoolVar(&o.graphql, "graphql", true, "also run costgate's GraphQL endpoint (Redis scenario)")
 	fs.BoolVar(&o.allRates, "all-rates", false, "run every rate even after a contender failed one (its highest sustained rate stays the one before), to compare CPU per request on a busy machine")
 	fs.BoolVar(&o.sync, "sync", false, "also run costgate-sync: costgate with sync: 100ms on its REST policy (local-first; Redis scenario)")
-	fs.BoolVar(&o.floor, "floor", false, "also run the floor: the reference server with its limiter replaced by one EVALSHA of a script that returns at once (Redis scenario), the least any limiter on net/http and Redis costs")
+	fs.BoolVar(&o.floor, "floor", true, "also run the floor: the reference server with its limiter replaced by one EVALSHA of a script that returns at once (Redis scenario), the least any limiter on net/http and Redis costs")
 	scenarios := fs.String("scenarios", "redis,memory", "scenarios to run: redis (REST and GraphQL on Redis), memory (REST in memory)")
 	fs.StringVar(&o.out, "out", "", "markdown report file (default: standard output)")
 	fs.StringVar(&o.json, "json", "", "also write every figure as JSON to this file")
