@@ -36,7 +36,7 @@ func (h *callerHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h *callerHook) count(n int) {
 	buf := make([]byte, 8<<10)
-	if strings.Contains(string(buf[:runtime.Stack(buf, false)]), "TestLoneCheckMakesItsOwnRoundTrip") {
+	if st := string(buf[:runtime.Stack(buf, false)]); strings.Contains(st, "TestLoneCheckMakesItsOwnRoundTrip") || strings.Contains(st, "TestSlowRoundTripBelowHalfTheBudget") {
 		h.own.Add(int64(n))
 	} else {
 		h.other.Add(int64(n))
@@ -61,5 +61,55 @@ func TestLoneCheckMakesItsOwnRoundTrip(t *testing.T) {
 	}
 	if own, other := hook.own.Load(), hook.other.Load(); own < checks*9/10 {
 		t.Errorf("%d of %d lone checks sent from their own goroutine, %d from another, want (nearly) all from their own", own, checks, other)
+	}
+}
+
+// A round trip that a busy moment made a few milliseconds long does not
+// send every check of the next second through a worker: only a failure or
+// a round trip of half the budget, a stall, does.
+func TestSlowRoundTripBelowHalfTheBudgetKeepsTheDirectPath(t *testing.T) {
+	s := open(t, redisstore.ClientOptions{URL: "redis://" + standalone.Addr()}, newPrefix(t))
+	hook := &callerHook{}
+	s.Client().AddHook(hook)
+	// Budget 400ms: Redis busy for 100ms is a quarter of it (more than the
+	// eighth the direct path used to allow), and a busy machine adding
+	// another 100ms on top is far rarer than that.
+	lim := newLimiterWith(t, s, 400*time.Millisecond)
+	p := mustValidate(t, &limiter.Policy{Name: "hiccup", Algorithm: limiter.TokenBucket, Limit: 1000, Period: time.Second})
+	ctx := context.Background()
+	if d := lim.Allow(ctx, p, "k", 1); d.Err != nil {
+		t.Fatal(d.Err)
+	}
+	// Keep Redis busy for 100ms (a script spinning on its clock) while a
+	// lone check waits behind it; again if the check got there first.
+	busy := redis.NewClient(&redis.Options{Addr: standalone.Addr()})
+	defer busy.Close()
+	for waited := time.Duration(0); waited < 50*time.Millisecond; {
+		spun := make(chan error, 1)
+		go func() {
+			spun <- busy.Eval(ctx, `local t = redis.call('TIME'); local start = t[1]*1e6 + t[2]
+				repeat t = redis.call('TIME') until t[1]*1e6 + t[2] - start >= 100000
+				return 1`, nil).Err()
+		}()
+		time.Sleep(10 * time.Millisecond)
+		start := time.Now()
+		if d := lim.Allow(ctx, p, "k", 1); d.Err != nil {
+			t.Fatal(d.Err)
+		}
+		waited = time.Since(start)
+		if err := <-spun; err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook.own.Store(0)
+	hook.other.Store(0)
+	const checks = 50
+	for range checks {
+		if d := lim.Allow(ctx, p, "k", 1); d.Err != nil || !d.Allowed {
+			t.Fatalf("Allow = %+v", d)
+		}
+	}
+	if own, other := hook.own.Load(), hook.other.Load(); own < checks*9/10 {
+		t.Errorf("after a 100ms round trip, %d of %d lone checks sent from their own goroutine, %d from another, want (nearly) all from their own", own, checks, other)
 	}
 }

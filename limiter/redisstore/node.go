@@ -272,9 +272,11 @@ const (
 	// maxDirect bounds the checks of a node on the direct path at once: the
 	// connections a sudden stall can cost.
 	maxDirect = 2
-	// A direct round trip longer than budget/directShare, or failed, sends
-	// the node's checks to the workers for slowFor.
-	directShare = 8
+	// A direct round trip that failed, or took more than budget/directShare,
+	// sends the node's checks to the workers for slowFor. Half the budget
+	// marks a stall; a few milliseconds, which a busy gateway's scheduler
+	// alone adds now and then, do not.
+	directShare = 2
 	slowFor     = time.Second
 )
 
