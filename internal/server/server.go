@@ -104,9 +104,43 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		defer context.AfterFunc(s.streams, cancel)()
 		r = r.WithContext(ctx)
+		if r.Header.Get("Upgrade") == "" {
+			w = &streamWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
+		}
 	}
 	(*s.handler.Load()).ServeHTTP(w, r)
 }
+
+// streamWriter keeps an SSE stream open past the server's read and write
+// timeouts (README, "The server"), which bound a request and a write, not a
+// subscription: from its first write, by when the request has been read,
+// the connection has no read deadline, and each write gets WriteTimeout of
+// its own, so that a client that stops reading is still cut off.
+type streamWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+}
+
+func (w *streamWriter) extend() {
+	if !w.started {
+		w.started = true
+		_ = w.rc.SetReadDeadline(time.Time{})
+	}
+	_ = w.rc.SetWriteDeadline(time.Now().Add(WriteTimeout))
+}
+
+func (w *streamWriter) WriteHeader(code int) { w.extend(); w.ResponseWriter.WriteHeader(code) }
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	w.extend()
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *streamWriter) Flush() { w.extend(); _ = w.rc.Flush() }
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // isStream reports a request that may stay open for as long as its client
 // likes: a websocket upgrade, or an SSE subscription.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -100,5 +101,39 @@ func TestStopEndsSSESubscriptions(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Error("the stream did not end with the stop")
+	}
+}
+
+// An SSE subscription outlives the server's read and write timeouts, which
+// bound a request and each write, not a stream: its ticks keep coming.
+func TestSSESubscriptionOutlivesTheTimeouts(t *testing.T) {
+	s, _ := newGraphQLServer(t, "")
+	hs := httptest.NewUnstartedServer(s)
+	hs.Config = HTTPServer(s, slog.New(slog.DiscardHandler))
+	// The test's own, far shorter than the server's 30 s.
+	hs.Config.ReadTimeout, hs.Config.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond
+	hs.Start()
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // bounds a failing test only
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/graphql",
+		strings.NewReader(`{"query":"subscription { ticker(intervalMs: 100, count: 12) { n } }"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	start := time.Now()
+	sc := bufio.NewScanner(resp.Body)
+	last := ""
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			last = sc.Text()
+		}
+	}
+	if !strings.Contains(last, `"n":12`) {
+		t.Errorf("after %v the stream ended with %v, its last event %q; want all 12 ticks", time.Since(start).Round(time.Millisecond), sc.Err(), last)
 	}
 }
