@@ -56,6 +56,11 @@ func (s *Schema) actualJSON(op *ast.OperationDefinition, shared *ActualPlans, va
 	if len(data) == 0 || bytes.Equal(data, []byte("null")) {
 		return 0, nil
 	}
+	if shared != nil && shared.static {
+		if cost, ok := s.scanActual(shared, variables, data); ok {
+			return cost, nil
+		}
+	}
 	r := getResponse()
 	defer putResponse(r)
 	n, err := r.parse(data)
@@ -226,12 +231,18 @@ func (w *actualWalker) appendSelections(infos []selectionInfo, set ast.Selection
 }
 
 func (w *actualWalker) isFree(f *ast.Field, obj *typeInfo, root bool) bool {
+	return w.s.freeField(f, obj, root)
+}
+
+// freeField reports a field selected on obj that costs 0 whatever the
+// response holds for it.
+func (s *Schema) freeField(f *ast.Field, obj *typeInfo, root bool) bool {
 	if len(f.SelectionSet) > 0 {
 		return false
 	}
 	fi := obj.fields[f.Name]
 	return fi != nil && !fi.argCost && fi.typ.kind != ast.Object && fi.typ.kind != ast.Interface &&
-		fi.typ.kind != ast.Union && w.s.weight(fi, fi.typ, nil, obj, root) == 0
+		fi.typ.kind != ast.Union && s.weight(fi, fi.typ, nil, obj, root) == 0
 }
 
 // memoized prices each (fragment or abstract item, type, response object) once: without

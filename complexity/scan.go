@@ -1,0 +1,548 @@
+package complexity
+
+import (
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+// The scan prices a response in one pass over its bytes, matched against plans
+// worked out once per operation: it keeps nothing of the response, skips the
+// members that cost nothing as it checks their syntax, and never allocates.
+// It gives up (and [Schema.ActualJSONShared] reads the response the long way,
+// with response and actualWalker) whenever the answer could differ from that
+// reading's or would be an error: malformed JSON, a key priced twice in one
+// object, an escaped key, an item of an abstract type, deep nesting.
+
+// scanPlan is a selection set applied to one object type: the members of a
+// response object that cost something, by response key.
+type scanPlan struct {
+	entries []scanEntry
+}
+
+// scanEntry is a field priced under one response key, count times (a
+// fragment spread twice selects its fields twice).
+type scanEntry struct {
+	key    string
+	field  *ast.Field
+	fi     *fieldInfo // nil for __schema and __type
+	count  int64
+	weight int64     // per item: the field's own type's weight, or for an abstract type the largest of its possible types'
+	child  *scanPlan // an object type's selections
+}
+
+// scanPlans is an operation's plans, built once for a schema.
+type scanPlans struct {
+	schema *Schema
+	root   *scanPlan // nil: the operation cannot be scanned (see buildScanPlans)
+}
+
+// maxScanDepth bounds the nesting the scan follows; deeper responses are read the long way.
+const maxScanDepth = 256
+
+// maxScanEntries keeps a plan's entries within the bits of the scan's "seen" mask.
+const maxScanEntries = 64
+
+// scanActual prices data (trimmed, not null) with plans' operation, and
+// reports whether it could; when it could not, the caller reads data the long way.
+func (s *Schema) scanActual(plans *ActualPlans, variables map[string]any, data []byte) (int64, bool) {
+	sp := plans.scan.Load()
+	if sp == nil || sp.schema != s {
+		sp = &scanPlans{schema: s, root: s.buildScanPlans(plans.op)}
+		plans.scan.Store(sp)
+	}
+	if sp.root == nil {
+		return 0, false
+	}
+	sc := scanner{in: inputs{s: s, op: plans.op, vars: variables}, data: data}
+	if sc.at() != '{' {
+		return 0, false
+	}
+	cost, ok := sc.object(sp.root, 0)
+	if !ok {
+		return 0, false
+	}
+	sc.space()
+	return cost, sc.i == len(data)
+}
+
+// buildScanPlans returns the plan of op's selections on its root type, or nil
+// when its responses must be read the long way.
+func (s *Schema) buildScanPlans(op *ast.OperationDefinition) *scanPlan {
+	root := s.rootType(op.Operation)
+	if root == nil {
+		return nil
+	}
+	b := scanBuilder{in: inputs{s: s, op: op}, plans: map[planKey]*scanPlan{}}
+	p := b.plan(nil, op.SelectionSet, root)
+	if b.failed {
+		return nil
+	}
+	return p
+}
+
+type scanBuilder struct {
+	in     inputs
+	plans  map[planKey]*scanPlan
+	failed bool
+}
+
+// plan builds the scan plan of set (owner's, or the operation's for nil) on typ.
+func (b *scanBuilder) plan(owner *ast.Field, set ast.SelectionSet, typ *typeInfo) *scanPlan {
+	key := planKey{owner: owner, typ: typ}
+	if p, ok := b.plans[key]; ok {
+		return p
+	}
+	p := &scanPlan{}
+	b.plans[key] = p
+	pb := planBuilder{in: &b.in, typ: typ, fragments: map[*ast.FragmentDefinition]plan{}, busy: map[*ast.FragmentDefinition]bool{}}
+	fields := plan{}
+	pb.add(fields, set, 1)
+	if pb.err != nil {
+		b.failed = true
+		return p
+	}
+	root := owner == nil
+	// In the order of the selections, which is the order gqlgen writes the members in.
+	for _, k := range selectionKeys(set, fields) {
+		var priced []occurrence
+		for _, occ := range fields[k] {
+			if occ.field.Name != "__typename" && !b.in.s.freeField(occ.field, typ, root) {
+				priced = append(priced, occ)
+			}
+		}
+		switch {
+		case len(priced) == 0:
+			continue
+		case len(priced) > 1:
+			b.failed = true // two fields under one key: their items are priced by two plans at once
+			return p
+		}
+		if e, ok := b.entry(k, priced[0], typ, root); ok {
+			p.entries = append(p.entries, e)
+		} else {
+			b.failed = true
+			return p
+		}
+	}
+	if len(p.entries) > maxScanEntries {
+		b.failed = true
+	}
+	return p
+}
+
+// entry is the scan entry of occ, a field selected on parent.
+func (b *scanBuilder) entry(key string, occ occurrence, parent *typeInfo, root bool) (scanEntry, bool) {
+	s := b.in.s
+	e := scanEntry{key: key, field: occ.field, count: occ.count}
+	if occ.field.Name == "__schema" || occ.field.Name == "__type" {
+		return e, true
+	}
+	fi := parent.fields[occ.field.Name]
+	if fi == nil {
+		return e, false // the long reading reports it
+	}
+	e.fi = fi
+	switch typ := fi.typ; typ.kind {
+	case ast.Object:
+		e.weight = s.weight(fi, typ, nil, parent, root)
+		e.child = b.plan(occ.field, occ.field.SelectionSet, typ)
+	case ast.Interface, ast.Union:
+		// An item that is not an object (an object item stops the scan).
+		e.weight = s.weight(fi, typ, nil, parent, root)
+		for i, o := range typ.possible {
+			if c := s.weight(fi, o, typ, parent, root); i == 0 || c > e.weight {
+				e.weight = c
+			}
+		}
+	default:
+		e.weight = s.weight(fi, typ, nil, parent, root)
+	}
+	return e, true
+}
+
+// selectionKeys lists the keys of fields in a stable order: first those of
+// set's own fields as they come, then the rest (from fragments) sorted.
+func selectionKeys(set ast.SelectionSet, fields plan) []string {
+	keys := make([]string, 0, len(fields))
+	seen := make(map[string]bool, len(fields))
+	spread := map[*ast.FragmentDefinition]bool{}
+	var walk func(set ast.SelectionSet)
+	walk = func(set ast.SelectionSet) {
+		for _, sel := range set {
+			switch sel := sel.(type) {
+			case *ast.Field:
+				k := responseKey(sel)
+				if _, ok := fields[k]; ok && !seen[k] {
+					seen[k] = true
+					keys = append(keys, k)
+				}
+			case *ast.InlineFragment:
+				walk(sel.SelectionSet)
+			case *ast.FragmentSpread:
+				if def := sel.Definition; def != nil && !spread[def] {
+					spread[def] = true
+					walk(def.SelectionSet)
+				}
+			}
+		}
+	}
+	walk(set)
+	for k := range fields {
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// scanner reads one response.
+type scanner struct {
+	in   inputs
+	data []byte
+	i    int
+}
+
+// at is the byte at the scanner, or 0 at the end.
+func (sc *scanner) at() byte {
+	if sc.i < len(sc.data) {
+		return sc.data[sc.i]
+	}
+	return 0
+}
+
+func (sc *scanner) space() {
+	for sc.i < len(sc.data) {
+		switch sc.data[sc.i] {
+		case ' ', '\t', '\n', '\r':
+			sc.i++
+		default:
+			return
+		}
+	}
+}
+
+// object prices the object at the scanner with p.
+func (sc *scanner) object(p *scanPlan, depth int) (int64, bool) {
+	if depth >= maxScanDepth {
+		return 0, false
+	}
+	sc.i++ // '{'
+	sc.space()
+	if sc.at() == '}' {
+		sc.i++
+		return 0, true
+	}
+	var (
+		total  int64
+		seen   uint64
+		cursor int
+	)
+	for {
+		sc.space()
+		key, ok := sc.key()
+		if !ok {
+			return 0, false
+		}
+		sc.space()
+		if sc.at() != ':' {
+			return 0, false
+		}
+		sc.i++
+		sc.space()
+		if j := p.find(key, cursor); j < 0 {
+			if !sc.skip(depth + 1) {
+				return 0, false
+			}
+		} else {
+			if seen&(1<<j) != 0 {
+				return 0, false // a key priced twice: which one counts is the long reading's to say
+			}
+			seen |= 1 << j
+			cursor = j + 1
+			e := &p.entries[j]
+			c, ok := sc.field(e, depth+1)
+			if !ok {
+				return 0, false
+			}
+			total = add(total, mul(e.count, c))
+		}
+		sc.space()
+		switch sc.at() {
+		case ',':
+			sc.i++
+		case '}':
+			sc.i++
+			return total, true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// find returns the index of the entry of key, looking first where the last
+// match left off (members come in the order of the selections), or -1.
+func (p *scanPlan) find(key []byte, cursor int) int {
+	n := len(p.entries)
+	for k := 0; k < n; k++ {
+		j := cursor + k
+		if j >= n {
+			j -= n
+		}
+		if p.entries[j].key == string(key) {
+			return j
+		}
+	}
+	return -1
+}
+
+// key reads an object key without escapes.
+func (sc *scanner) key() ([]byte, bool) {
+	if sc.at() != '"' {
+		return nil, false
+	}
+	start := sc.i + 1
+	j := start
+	for j < len(sc.data) && plainByte[sc.data[j]] {
+		j++
+	}
+	if j >= len(sc.data) || sc.data[j] != '"' {
+		return nil, false // an escape (decoded by the long reading), a control character, or the end
+	}
+	sc.i = j + 1
+	return sc.data[start:j], true
+}
+
+// field prices e on the value at the scanner, as actualWalker.field does.
+func (sc *scanner) field(e *scanEntry, depth int) (int64, bool) {
+	if e.fi == nil { // __schema, __type
+		null := sc.at() == 'n'
+		if !sc.skip(depth) {
+			return 0, false
+		}
+		if null {
+			return 0, true
+		}
+		return sc.in.s.cfg.introspectionCost, true
+	}
+	var total int64
+	if e.fi.argCost {
+		total = sc.in.argCost(e.field, e.fi)
+	}
+	c, ok := sc.items(e, depth, e.fi.listDepth)
+	return add(total, c), ok
+}
+
+// items prices each non-null item of the value at the scanner, of a type
+// with levels list levels, as actualWalker.items does.
+func (sc *scanner) items(e *scanEntry, depth, levels int) (int64, bool) {
+	switch sc.at() {
+	case 'n':
+		return 0, sc.literal("null")
+	case '[':
+		if levels == 0 {
+			break
+		}
+		if depth >= maxScanDepth {
+			return 0, false
+		}
+		sc.i++
+		sc.space()
+		if sc.at() == ']' {
+			sc.i++
+			return 0, true
+		}
+		var total int64
+		for {
+			sc.space()
+			c, ok := sc.items(e, depth+1, levels-1)
+			if !ok {
+				return 0, false
+			}
+			total = add(total, c)
+			sc.space()
+			switch sc.at() {
+			case ',':
+				sc.i++
+			case ']':
+				sc.i++
+				return total, true
+			default:
+				return 0, false
+			}
+		}
+	}
+	return sc.item(e, depth)
+}
+
+// item is the per-item term of one item, as actualWalker.item does.
+func (sc *scanner) item(e *scanEntry, depth int) (int64, bool) {
+	if sc.at() != '{' || e.fi.typ.kind != ast.Object && e.fi.typ.kind != ast.Interface && e.fi.typ.kind != ast.Union {
+		return e.weight, sc.skip(depth)
+	}
+	if e.child == nil {
+		return 0, false // an object of an abstract type: priced by its __typename, the long way
+	}
+	c, ok := sc.object(e.child, depth)
+	return add(e.weight, c), ok
+}
+
+// skip checks and passes the value at the scanner.
+func (sc *scanner) skip(depth int) bool {
+	switch c := sc.at(); {
+	case c == '{':
+		return sc.skipContainer(depth, '}')
+	case c == '[':
+		return sc.skipContainer(depth, ']')
+	case c == '"':
+		return sc.skipString()
+	case c == 'n':
+		return sc.literal("null")
+	case c == 't':
+		return sc.literal("true")
+	case c == 'f':
+		return sc.literal("false")
+	case c == '-' || c >= '0' && c <= '9':
+		return sc.number()
+	}
+	return false
+}
+
+func (sc *scanner) skipContainer(depth int, closer byte) bool {
+	if depth >= maxScanDepth {
+		return false
+	}
+	sc.i++
+	sc.space()
+	if sc.at() == closer {
+		sc.i++
+		return true
+	}
+	for {
+		sc.space()
+		if closer == '}' {
+			if !sc.skipString() {
+				return false
+			}
+			sc.space()
+			if sc.at() != ':' {
+				return false
+			}
+			sc.i++
+			sc.space()
+		}
+		if !sc.skip(depth + 1) {
+			return false
+		}
+		sc.space()
+		switch sc.at() {
+		case ',':
+			sc.i++
+		case closer:
+			sc.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// skipString passes a string, checking its escapes as encoding/json does.
+func (sc *scanner) skipString() bool {
+	if sc.at() != '"' {
+		return false
+	}
+	j := sc.i + 1
+	for j < len(sc.data) {
+		for j < len(sc.data) && plainByte[sc.data[j]] {
+			j++
+		}
+		if j >= len(sc.data) {
+			return false
+		}
+		switch c := sc.data[j]; c {
+		case '"':
+			sc.i = j + 1
+			return true
+		case '\\':
+			n, ok := escapeLength(sc.data[j:])
+			if !ok {
+				return false
+			}
+			j += n
+		default:
+			return false // a control character
+		}
+	}
+	return false
+}
+
+// escapeLength is the length of the escape sequence at the start of b, and
+// whether it is one JSON has.
+func escapeLength(b []byte) (int, bool) {
+	if len(b) < 2 {
+		return 0, false
+	}
+	switch b[1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2, true
+	case 'u':
+		if len(b) < 6 {
+			return 0, false
+		}
+		for _, h := range b[2:6] {
+			if !isHex(h) {
+				return 0, false
+			}
+		}
+		return 6, true
+	}
+	return 0, false
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func (sc *scanner) literal(word string) bool {
+	if len(sc.data)-sc.i < len(word) || string(sc.data[sc.i:sc.i+len(word)]) != word {
+		return false
+	}
+	sc.i += len(word)
+	return true
+}
+
+// number passes a number, checking the JSON grammar.
+func (sc *scanner) number() bool {
+	digits := func() int {
+		n := 0
+		for sc.i < len(sc.data) && sc.data[sc.i] >= '0' && sc.data[sc.i] <= '9' {
+			sc.i++
+			n++
+		}
+		return n
+	}
+	if sc.at() == '-' {
+		sc.i++
+	}
+	if sc.at() == '0' {
+		sc.i++
+	} else if digits() == 0 {
+		return false
+	}
+	if sc.at() == '.' {
+		sc.i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if c := sc.at(); c == 'e' || c == 'E' {
+		sc.i++
+		if c := sc.at(); c == '+' || c == '-' {
+			sc.i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return true
+}
