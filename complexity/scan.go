@@ -1,6 +1,8 @@
 package complexity
 
 import (
+	"encoding/binary"
+
 	"github.com/vektah/gqlparser/v2/ast"
 )
 
@@ -53,15 +55,14 @@ func (s *Schema) scanActual(plans *ActualPlans, variables map[string]any, data [
 		return 0, false
 	}
 	sc := scanner{in: inputs{s: s, op: plans.op, vars: variables}, data: data}
-	if sc.at() != '{' {
+	if sc.next() != '{' {
 		return 0, false
 	}
 	cost, ok := sc.object(sp.root, 0)
-	if !ok {
+	if !ok || sc.next() != 0 || sc.i != len(data) {
 		return 0, false
 	}
-	sc.space()
-	return cost, sc.i == len(data)
+	return cost, true
 }
 
 // buildScanPlans returns the plan of op's selections on its root type, or nil
@@ -202,23 +203,21 @@ type scanner struct {
 	i    int
 }
 
-// at is the byte at the scanner, or 0 at the end.
-func (sc *scanner) at() byte {
-	if sc.i < len(sc.data) {
-		return sc.data[sc.i]
-	}
-	return 0
-}
-
-func (sc *scanner) space() {
+// next passes whitespace and returns the byte at the scanner, or 0 at the end.
+func (sc *scanner) next() byte {
 	for sc.i < len(sc.data) {
-		switch sc.data[sc.i] {
+		c := sc.data[sc.i]
+		if c > ' ' { // gqlgen writes no whitespace: the common case, one test
+			return c
+		}
+		switch c {
 		case ' ', '\t', '\n', '\r':
 			sc.i++
 		default:
-			return
+			return c
 		}
 	}
+	return 0
 }
 
 // object prices the object at the scanner with p.
@@ -227,8 +226,7 @@ func (sc *scanner) object(p *scanPlan, depth int) (int64, bool) {
 		return 0, false
 	}
 	sc.i++ // '{'
-	sc.space()
-	if sc.at() == '}' {
+	if sc.next() == '}' {
 		sc.i++
 		return 0, true
 	}
@@ -238,17 +236,15 @@ func (sc *scanner) object(p *scanPlan, depth int) (int64, bool) {
 		cursor int
 	)
 	for {
-		sc.space()
-		key, ok := sc.key()
-		if !ok {
+		if sc.next() != '"' {
 			return 0, false
 		}
-		sc.space()
-		if sc.at() != ':' {
+		key, ok := sc.key()
+		if !ok || sc.next() != ':' {
 			return 0, false
 		}
 		sc.i++
-		sc.space()
+		sc.next()
 		if j := p.find(key, cursor); j < 0 {
 			if !sc.skip(depth + 1) {
 				return 0, false
@@ -266,8 +262,7 @@ func (sc *scanner) object(p *scanPlan, depth int) (int64, bool) {
 			}
 			total = add(total, mul(e.count, c))
 		}
-		sc.space()
-		switch sc.at() {
+		switch sc.next() {
 		case ',':
 			sc.i++
 		case '}':
@@ -295,27 +290,22 @@ func (p *scanPlan) find(key []byte, cursor int) int {
 	return -1
 }
 
-// key reads an object key without escapes.
+// key reads an object key without escapes, at a quote.
 func (sc *scanner) key() ([]byte, bool) {
-	if sc.at() != '"' {
-		return nil, false
-	}
+	data := sc.data
 	start := sc.i + 1
-	j := start
-	for j < len(sc.data) && plainByte[sc.data[j]] {
-		j++
-	}
-	if j >= len(sc.data) || sc.data[j] != '"' {
+	j := plainRun(data, start)
+	if j >= len(data) || data[j] != '"' {
 		return nil, false // an escape (decoded by the long reading), a control character, or the end
 	}
 	sc.i = j + 1
-	return sc.data[start:j], true
+	return data[start:j], true
 }
 
 // field prices e on the value at the scanner, as actualWalker.field does.
 func (sc *scanner) field(e *scanEntry, depth int) (int64, bool) {
 	if e.fi == nil { // __schema, __type
-		null := sc.at() == 'n'
+		null := sc.i < len(sc.data) && sc.data[sc.i] == 'n'
 		if !sc.skip(depth) {
 			return 0, false
 		}
@@ -335,7 +325,10 @@ func (sc *scanner) field(e *scanEntry, depth int) (int64, bool) {
 // items prices each non-null item of the value at the scanner, of a type
 // with levels list levels, as actualWalker.items does.
 func (sc *scanner) items(e *scanEntry, depth, levels int) (int64, bool) {
-	switch sc.at() {
+	if sc.i >= len(sc.data) {
+		return 0, false
+	}
+	switch sc.data[sc.i] {
 	case 'n':
 		return 0, sc.literal("null")
 	case '[':
@@ -346,21 +339,19 @@ func (sc *scanner) items(e *scanEntry, depth, levels int) (int64, bool) {
 			return 0, false
 		}
 		sc.i++
-		sc.space()
-		if sc.at() == ']' {
+		if sc.next() == ']' {
 			sc.i++
 			return 0, true
 		}
 		var total int64
 		for {
-			sc.space()
+			sc.next()
 			c, ok := sc.items(e, depth+1, levels-1)
 			if !ok {
 				return 0, false
 			}
 			total = add(total, c)
-			sc.space()
-			switch sc.at() {
+			switch sc.next() {
 			case ',':
 				sc.i++
 			case ']':
@@ -376,7 +367,7 @@ func (sc *scanner) items(e *scanEntry, depth, levels int) (int64, bool) {
 
 // item is the per-item term of one item, as actualWalker.item does.
 func (sc *scanner) item(e *scanEntry, depth int) (int64, bool) {
-	if sc.at() != '{' || e.fi.typ.kind != ast.Object && e.fi.typ.kind != ast.Interface && e.fi.typ.kind != ast.Union {
+	if sc.data[sc.i] != '{' || e.fi.typ.kind != ast.Object && e.fi.typ.kind != ast.Interface && e.fi.typ.kind != ast.Union {
 		return e.weight, sc.skip(depth)
 	}
 	if e.child == nil {
@@ -388,21 +379,24 @@ func (sc *scanner) item(e *scanEntry, depth int) (int64, bool) {
 
 // skip checks and passes the value at the scanner.
 func (sc *scanner) skip(depth int) bool {
-	switch c := sc.at(); {
+	if sc.i >= len(sc.data) {
+		return false
+	}
+	switch c := sc.data[sc.i]; {
+	case c == '"':
+		return sc.skipString()
 	case c == '{':
 		return sc.skipContainer(depth, '}')
 	case c == '[':
 		return sc.skipContainer(depth, ']')
-	case c == '"':
-		return sc.skipString()
+	case c == '-' || c >= '0' && c <= '9':
+		return sc.number()
 	case c == 'n':
 		return sc.literal("null")
 	case c == 't':
 		return sc.literal("true")
 	case c == 'f':
 		return sc.literal("false")
-	case c == '-' || c >= '0' && c <= '9':
-		return sc.number()
 	}
 	return false
 }
@@ -412,29 +406,22 @@ func (sc *scanner) skipContainer(depth int, closer byte) bool {
 		return false
 	}
 	sc.i++
-	sc.space()
-	if sc.at() == closer {
+	if sc.next() == closer {
 		sc.i++
 		return true
 	}
 	for {
-		sc.space()
 		if closer == '}' {
-			if !sc.skipString() {
-				return false
-			}
-			sc.space()
-			if sc.at() != ':' {
+			if sc.next() != '"' || !sc.skipString() || sc.next() != ':' {
 				return false
 			}
 			sc.i++
-			sc.space()
 		}
+		sc.next()
 		if !sc.skip(depth + 1) {
 			return false
 		}
-		sc.space()
-		switch sc.at() {
+		switch sc.next() {
 		case ',':
 			sc.i++
 		case closer:
@@ -446,25 +433,22 @@ func (sc *scanner) skipContainer(depth int, closer byte) bool {
 	}
 }
 
-// skipString passes a string, checking its escapes as encoding/json does.
+// skipString passes the string at the scanner, checking its escapes as
+// encoding/json does.
 func (sc *scanner) skipString() bool {
-	if sc.at() != '"' {
-		return false
-	}
+	data := sc.data
 	j := sc.i + 1
-	for j < len(sc.data) {
-		for j < len(sc.data) && plainByte[sc.data[j]] {
-			j++
-		}
-		if j >= len(sc.data) {
+	for {
+		j = plainRun(data, j)
+		if j >= len(data) {
 			return false
 		}
-		switch c := sc.data[j]; c {
+		switch data[j] {
 		case '"':
 			sc.i = j + 1
 			return true
 		case '\\':
-			n, ok := escapeLength(sc.data[j:])
+			n, ok := escapeLength(data[j:])
 			if !ok {
 				return false
 			}
@@ -473,7 +457,25 @@ func (sc *scanner) skipString() bool {
 			return false // a control character
 		}
 	}
-	return false
+}
+
+// plainRun returns where the run of plain string bytes (see plainByte) at
+// data[i:] ends, testing eight bytes at a time while it can.
+func plainRun(data []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for i+8 <= len(data) {
+		w := binary.LittleEndian.Uint64(data[i:])
+		quote, backslash := w^(ones*'"'), w^(ones*'\\')
+		special := (quote-ones)&^quote | (backslash-ones)&^backslash | (w-ones*0x20)&^w
+		if special&highs != 0 {
+			break
+		}
+		i += 8
+	}
+	for i < len(data) && plainByte[data[i]] {
+		i++
+	}
+	return i
 }
 
 // escapeLength is the length of the escape sequence at the start of b, and
@@ -513,36 +515,44 @@ func (sc *scanner) literal(word string) bool {
 
 // number passes a number, checking the JSON grammar.
 func (sc *scanner) number() bool {
-	digits := func() int {
-		n := 0
-		for sc.i < len(sc.data) && sc.data[sc.i] >= '0' && sc.data[sc.i] <= '9' {
-			sc.i++
-			n++
-		}
-		return n
+	data, i := sc.data, sc.i
+	if data[i] == '-' {
+		i++
 	}
-	if sc.at() == '-' {
-		sc.i++
-	}
-	if sc.at() == '0' {
-		sc.i++
-	} else if digits() == 0 {
+	switch {
+	case i < len(data) && data[i] == '0':
+		i++
+	case i < len(data) && data[i] >= '1' && data[i] <= '9':
+		i = digits(data, i)
+	default:
 		return false
 	}
-	if sc.at() == '.' {
-		sc.i++
-		if digits() == 0 {
+	if i < len(data) && data[i] == '.' {
+		if j := digits(data, i+1); j > i+1 {
+			i = j
+		} else {
 			return false
 		}
 	}
-	if c := sc.at(); c == 'e' || c == 'E' {
-		sc.i++
-		if c := sc.at(); c == '+' || c == '-' {
-			sc.i++
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
 		}
-		if digits() == 0 {
+		j := digits(data, i)
+		if j == i {
 			return false
 		}
+		i = j
 	}
+	sc.i = i
 	return true
+}
+
+// digits returns where the run of digits at data[i:] ends.
+func digits(data []byte, i int) int {
+	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+		i++
+	}
+	return i
 }

@@ -322,3 +322,30 @@ func FuzzScan(f *testing.F) {
 		}
 	})
 }
+
+// plainRun, eight bytes at a time, stops where the byte-by-byte test does.
+func TestPlainRun(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	special := []byte{'"', '\\', 0x00, 0x1f, 0x20, 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xff, 'a'}
+	for range 20000 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			if rng.IntN(4) == 0 {
+				b[i] = special[rng.IntN(len(special))]
+			} else {
+				b[i] = byte(rng.IntN(256))
+			}
+		}
+		start := 0
+		if len(b) > 0 {
+			start = rng.IntN(len(b))
+		}
+		want := start
+		for want < len(b) && plainByte[b[want]] {
+			want++
+		}
+		if got := plainRun(b, start); got != want {
+			t.Fatalf("plainRun(%q, %d) = %d, want %d", b, start, got, want)
+		}
+	}
+}
