@@ -2,6 +2,7 @@ package complexity
 
 import (
 	"encoding/binary"
+	"math/bits"
 
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -18,6 +19,17 @@ import (
 // response object that cost something, by response key.
 type scanPlan struct {
 	entries []scanEntry
+	// layout is every key of the selections, free ones included, in the
+	// order gqlgen writes them: a member whose key comes where the layout
+	// expects it is matched with one comparison.
+	layout []layoutKey
+}
+
+// layoutKey is a key as written, quotes and colon included, and the index
+// of its entry (-1: free).
+type layoutKey struct {
+	written string
+	entry   int
 }
 
 // scanEntry is a field priced under one response key, count times (a
@@ -110,6 +122,11 @@ func (b *scanBuilder) plan(owner *ast.Field, set ast.SelectionSet, typ *typeInfo
 				priced = append(priced, occ)
 			}
 		}
+		lk := layoutKey{written: `"` + k + `":`, entry: -1}
+		if len(priced) > 0 {
+			lk.entry = len(p.entries)
+		}
+		p.layout = append(p.layout, lk)
 		switch {
 		case len(priced) == 0:
 			continue
@@ -234,18 +251,28 @@ func (sc *scanner) object(p *scanPlan, depth int) (int64, bool) {
 		total  int64
 		seen   uint64
 		cursor int
+		laid   = 0 // the next key of p.layout; past its end once a member came elsewhere
 	)
 	for {
-		if sc.next() != '"' {
-			return 0, false
+		j := -1
+		if laid < len(p.layout) && hasPrefix(sc.data[sc.i:], p.layout[laid].written) {
+			sc.i += len(p.layout[laid].written)
+			j = p.layout[laid].entry
+			laid++
+		} else {
+			laid = len(p.layout)
+			if sc.next() != '"' {
+				return 0, false
+			}
+			key, ok := sc.key()
+			if !ok || sc.next() != ':' {
+				return 0, false
+			}
+			sc.i++
+			j = p.find(key, cursor)
 		}
-		key, ok := sc.key()
-		if !ok || sc.next() != ':' {
-			return 0, false
-		}
-		sc.i++
 		sc.next()
-		if j := p.find(key, cursor); j < 0 {
+		if j < 0 {
 			if !sc.skip(depth + 1) {
 				return 0, false
 			}
@@ -272,6 +299,10 @@ func (sc *scanner) object(p *scanPlan, depth int) (int64, bool) {
 			return 0, false
 		}
 	}
+}
+
+func hasPrefix(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && string(b[:len(prefix)]) == prefix
 }
 
 // find returns the index of the entry of key, looking first where the last
@@ -460,15 +491,17 @@ func (sc *scanner) skipString() bool {
 }
 
 // plainRun returns where the run of plain string bytes (see plainByte) at
-// data[i:] ends, testing eight bytes at a time while it can.
+// data[i:] ends, testing eight bytes at a time while it can: the lowest
+// byte the masks flag is the first that is not plain (a borrow only flags
+// bytes above a true one).
 func plainRun(data []byte, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for i+8 <= len(data) {
 		w := binary.LittleEndian.Uint64(data[i:])
 		quote, backslash := w^(ones*'"'), w^(ones*'\\')
-		special := (quote-ones)&^quote | (backslash-ones)&^backslash | (w-ones*0x20)&^w
-		if special&highs != 0 {
-			break
+		special := ((quote-ones)&^quote | (backslash-ones)&^backslash | (w-ones*0x20)&^w) & highs
+		if special != 0 {
+			return i + bits.TrailingZeros64(special)>>3
 		}
 		i += 8
 	}
