@@ -287,7 +287,10 @@ func (sc *scanner) object(p *scanPlan, depth int) (int64, bool) {
 			if !ok {
 				return 0, false
 			}
-			total = add(total, mul(e.count, c))
+			if e.count != 1 { // mul divides
+				c = mul(e.count, c)
+			}
+			total = add(total, c)
 		}
 		switch sc.next() {
 		case ',':
