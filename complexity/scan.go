@@ -1,6 +1,7 @@
 package complexity
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 
@@ -13,7 +14,7 @@ import (
 // It gives up (and [Schema.ActualJSONShared] reads the response the long way,
 // with response and actualWalker) whenever the answer could differ from that
 // reading's or would be an error: malformed JSON, a key priced twice in one
-// object, an escaped key, an item of an abstract type, deep nesting.
+// object, an escaped key or type name, two fields under one key, deep nesting.
 
 // scanPlan is a selection set applied to one object type: the members of a
 // response object that cost something, by response key.
@@ -41,6 +42,17 @@ type scanEntry struct {
 	count  int64
 	weight int64     // per item: the field's own type's weight, or for an abstract type the largest of its possible types'
 	child  *scanPlan // an object type's selections
+	// An abstract type's: each possible type's weight and selections (in
+	// typ.possible's order), and the keys of the __typename selected
+	// directly in the field, which say an item's type.
+	possible  []scanPossible
+	typenames []string
+}
+
+type scanPossible struct {
+	typ    *typeInfo
+	weight int64
+	plan   *scanPlan
 }
 
 // scanPlans is an operation's plans, built once for a schema.
@@ -164,12 +176,22 @@ func (b *scanBuilder) entry(key string, occ occurrence, parent *typeInfo, root b
 		e.weight = s.weight(fi, typ, nil, parent, root)
 		e.child = b.plan(occ.field, occ.field.SelectionSet, typ)
 	case ast.Interface, ast.Union:
-		// An item that is not an object (an object item stops the scan).
-		e.weight = s.weight(fi, typ, nil, parent, root)
+		e.weight = s.weight(fi, typ, nil, parent, root) // an item that is not an object: the largest weight
 		for i, o := range typ.possible {
-			if c := s.weight(fi, o, typ, parent, root); i == 0 || c > e.weight {
+			c := s.weight(fi, o, typ, parent, root)
+			if i == 0 || c > e.weight {
 				e.weight = c
 			}
+			e.possible = append(e.possible, scanPossible{typ: o, weight: c, plan: b.plan(occ.field, occ.field.SelectionSet, o)})
+		}
+		e.typenames = []string{"__typename"}
+		for _, sel := range occ.field.SelectionSet {
+			if f, ok := sel.(*ast.Field); ok && f.Name == "__typename" && responseKey(f) != "__typename" {
+				e.typenames = append(e.typenames, responseKey(f))
+			}
+		}
+		if len(e.typenames) > 64 {
+			return e, false
 		}
 	default:
 		e.weight = s.weight(fi, typ, nil, parent, root)
@@ -405,10 +427,107 @@ func (sc *scanner) item(e *scanEntry, depth int) (int64, bool) {
 		return e.weight, sc.skip(depth)
 	}
 	if e.child == nil {
-		return 0, false // an object of an abstract type: priced by its __typename, the long way
+		return sc.abstractItem(e, depth)
 	}
 	c, ok := sc.object(e.child, depth)
 	return add(e.weight, c), ok
+}
+
+// abstractItem prices an object of an abstract type, as actualWalker.item
+// does: as the type its __typename names, else as the costliest of the
+// possible types (the object read once for each).
+func (sc *scanner) abstractItem(e *scanEntry, depth int) (int64, bool) {
+	start := sc.i
+	name, ok := sc.typename(e.typenames, depth)
+	if !ok {
+		return 0, false
+	}
+	if o := sc.in.s.types[string(name)]; name != nil && o != nil && o.memberOf[e.fi.typ.name] {
+		for _, p := range e.possible {
+			if p.typ == o {
+				c, ok := sc.object(p.plan, depth)
+				return add(p.weight, c), ok
+			}
+		}
+		return 0, false
+	}
+	if len(e.possible) == 0 {
+		return e.weight, sc.skip(depth)
+	}
+	var best int64
+	for i, p := range e.possible {
+		sc.i = start
+		c, ok := sc.object(p.plan, depth)
+		if !ok {
+			return 0, false
+		}
+		if c = add(p.weight, c); i == 0 || c > best {
+			best = c
+		}
+	}
+	return best, true
+}
+
+// typename returns, leaving the scanner where it is, the type name the
+// object at the scanner gives under the first of keys (__typename, then its
+// aliases) that holds a string; nil when none does. It reports false when
+// the long reading must say: a key of keys twice or escaped, an escaped
+// name, bad JSON.
+func (sc *scanner) typename(keys []string, depth int) ([]byte, bool) {
+	start := sc.i
+	defer func() { sc.i = start }()
+	var (
+		name []byte
+		rank = len(keys) // of name among keys
+		seen uint64
+	)
+	sc.i++ // '{'
+	if sc.next() == '}' {
+		return nil, true
+	}
+	for {
+		if sc.next() != '"' {
+			return nil, false
+		}
+		key, ok := sc.key()
+		if !ok || sc.next() != ':' {
+			return nil, false
+		}
+		sc.i++
+		k := -1
+		for i, want := range keys {
+			if want == string(key) {
+				k = i
+				break
+			}
+		}
+		if k >= 0 {
+			if seen&(1<<k) != 0 {
+				return nil, false
+			}
+			seen |= 1 << k
+		}
+		at := sc.next()
+		from := sc.i
+		if !sc.skip(depth + 1) {
+			return nil, false
+		}
+		if k >= 0 && k < rank && at == '"' {
+			text := sc.data[from+1 : sc.i-1]
+			if bytes.IndexByte(text, '\\') >= 0 {
+				return nil, false
+			}
+			name, rank = text, k
+		}
+		switch sc.next() {
+		case ',':
+			sc.i++
+		case '}':
+			return name, true
+		default:
+			return nil, false
+		}
+	}
 }
 
 // skip checks and passes the value at the scanner.
