@@ -78,7 +78,7 @@ func (s *Schema) scanActual(plans *ActualPlans, variables map[string]any, data [
 	if sp.root == nil {
 		return 0, false
 	}
-	sc := scanner{in: inputs{s: s, op: plans.op, vars: variables}, data: data}
+	sc := scanner{in: inputs{s: s, op: plans.op, vars: variables}, data: data, rereads: 4*len(data) + 256}
 	if sc.next() != '{' {
 		return 0, false
 	}
@@ -240,6 +240,10 @@ type scanner struct {
 	in   inputs
 	data []byte
 	i    int
+	// rereads is how many bytes the scan may still read a second time (a
+	// type name looked for ahead, an abstract item read as each possible
+	// type), so that nested abstract items cannot make it exponential.
+	rereads int
 }
 
 // next passes whitespace and returns the byte at the scanner, or 0 at the end.
@@ -456,7 +460,12 @@ func (sc *scanner) abstractItem(e *scanEntry, depth int) (int64, bool) {
 	}
 	var best int64
 	for i, p := range e.possible {
-		sc.i = start
+		if i > 0 {
+			if sc.rereads -= sc.i - start; sc.rereads < 0 {
+				return 0, false
+			}
+			sc.i = start
+		}
 		c, ok := sc.object(p.plan, depth)
 		if !ok {
 			return 0, false
@@ -475,7 +484,10 @@ func (sc *scanner) abstractItem(e *scanEntry, depth int) (int64, bool) {
 // name, bad JSON.
 func (sc *scanner) typename(keys []string, depth int) ([]byte, bool) {
 	start := sc.i
-	defer func() { sc.i = start }()
+	defer func() {
+		sc.rereads -= sc.i - start
+		sc.i = start
+	}()
 	var (
 		name []byte
 		rank = len(keys) // of name among keys
@@ -523,7 +535,7 @@ func (sc *scanner) typename(keys []string, depth int) ([]byte, bool) {
 		case ',':
 			sc.i++
 		case '}':
-			return name, true
+			return name, sc.rereads >= sc.i-start
 		default:
 			return nil, false
 		}
