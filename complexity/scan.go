@@ -31,6 +31,28 @@ type scanPlan struct {
 type layoutKey struct {
 	written string
 	entry   int
+	// The first sixteen bytes of written as two little-endian words, and
+	// the masks of the bytes that count in each.
+	words, masks [2]uint64
+}
+
+func newLayoutKey(written string, entry int) layoutKey {
+	lk := layoutKey{written: written, entry: entry}
+	for i := 0; i < len(written) && i < 16; i++ {
+		lk.words[i/8] |= uint64(written[i]) << (8 * (i % 8))
+		lk.masks[i/8] |= 0xff << (8 * (i % 8))
+	}
+	return lk
+}
+
+// at reports whether data[i:] starts with the key: two word comparisons
+// where data has sixteen bytes left and the key is no longer.
+func (lk *layoutKey) at(data []byte, i int) bool {
+	if len(data)-i < 16 || len(lk.written) > 16 {
+		return hasPrefix(data[i:], lk.written)
+	}
+	d := data[i : i+16]
+	return binary.LittleEndian.Uint64(d)&lk.masks[0] == lk.words[0] && binary.LittleEndian.Uint64(d[8:])&lk.masks[1] == lk.words[1]
 }
 
 // scanEntry is a field priced under one response key, count times (a
@@ -134,11 +156,11 @@ func (b *scanBuilder) plan(owner *ast.Field, set ast.SelectionSet, typ *typeInfo
 				priced = append(priced, occ)
 			}
 		}
-		lk := layoutKey{written: `"` + k + `":`, entry: -1}
+		entry := -1
 		if len(priced) > 0 {
-			lk.entry = len(p.entries)
+			entry = len(p.entries)
 		}
-		p.layout = append(p.layout, lk)
+		p.layout = append(p.layout, newLayoutKey(`"`+k+`":`, entry))
 		switch {
 		case len(priced) == 0:
 			continue
@@ -248,17 +270,9 @@ type scanner struct {
 
 // next passes whitespace and returns the byte at the scanner, or 0 at the end.
 func (sc *scanner) next() byte {
-	for sc.i < len(sc.data) {
-		c := sc.data[sc.i]
-		if c > ' ' { // gqlgen writes no whitespace: the common case, one test
-			return c
-		}
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			sc.i++
-		default:
-			return c
-		}
+	sc.i = space(sc.data, sc.i)
+	if sc.i < len(sc.data) {
+		return sc.data[sc.i]
 	}
 	return 0
 }
@@ -268,9 +282,10 @@ func (sc *scanner) object(p *scanPlan, depth int) (int64, bool) {
 	if depth >= maxScanDepth {
 		return 0, false
 	}
-	sc.i++ // '{'
-	if sc.next() == '}' {
-		sc.i++
+	data := sc.data
+	i := space(data, sc.i+1) // past '{'
+	if i < len(data) && data[i] == '}' {
+		sc.i = i + 1
 		return 0, true
 	}
 	var (
@@ -281,25 +296,27 @@ func (sc *scanner) object(p *scanPlan, depth int) (int64, bool) {
 	)
 	for {
 		j := -1
-		if laid < len(p.layout) && hasPrefix(sc.data[sc.i:], p.layout[laid].written) {
-			sc.i += len(p.layout[laid].written)
+		if laid < len(p.layout) && p.layout[laid].at(data, i) {
+			i += len(p.layout[laid].written)
 			j = p.layout[laid].entry
 			laid++
 		} else {
 			laid = len(p.layout)
-			if sc.next() != '"' {
+			i = space(data, i)
+			end := keyEnd(data, i)
+			if end < 0 {
 				return 0, false
 			}
-			key, ok := sc.key()
-			if !ok || sc.next() != ':' {
+			key := data[i+1 : end]
+			if i = space(data, end+1); i >= len(data) || data[i] != ':' {
 				return 0, false
 			}
-			sc.i++
+			i++
 			j = p.find(key, cursor)
 		}
-		sc.next()
+		i = space(data, i)
 		if j < 0 {
-			if !sc.skip(depth + 1) {
+			if i = skipValue(data, i, depth+1); i < 0 {
 				return 0, false
 			}
 		} else {
@@ -309,20 +326,25 @@ func (sc *scanner) object(p *scanPlan, depth int) (int64, bool) {
 			seen |= 1 << j
 			cursor = j + 1
 			e := &p.entries[j]
+			sc.i = i
 			c, ok := sc.field(e, depth+1)
 			if !ok {
 				return 0, false
 			}
+			i = sc.i
 			if e.count != 1 { // mul divides
 				c = mul(e.count, c)
 			}
 			total = add(total, c)
 		}
-		switch sc.next() {
+		if i = space(data, i); i >= len(data) {
+			return 0, false
+		}
+		switch data[i] {
 		case ',':
-			sc.i++
+			i++
 		case '}':
-			sc.i++
+			sc.i = i + 1
 			return total, true
 		default:
 			return 0, false
@@ -350,16 +372,22 @@ func (p *scanPlan) find(key []byte, cursor int) int {
 	return -1
 }
 
-// key reads an object key without escapes, at a quote.
-func (sc *scanner) key() ([]byte, bool) {
-	data := sc.data
-	start := sc.i + 1
-	j := plainRun(data, start)
-	if j >= len(data) || data[j] != '"' {
-		return nil, false // an escape (decoded by the long reading), a control character, or the end
+// keyEnd returns the index of the closing quote of the key at data[i], or
+// -1 when it is not a key without escapes (the long reading decodes them).
+func keyEnd(data []byte, i int) int {
+	if i >= len(data) || data[i] != '"' {
+		return -1
 	}
-	sc.i = j + 1
-	return data[start:j], true
+	if j := plainRun(data, i+1); j < len(data) && data[j] == '"' {
+		return j
+	}
+	return -1
+}
+
+// skip checks and passes the value at the scanner.
+func (sc *scanner) skip(depth int) bool {
+	sc.i = skipValue(sc.data, sc.i, depth)
+	return sc.i >= 0
 }
 
 // field prices e on the value at the scanner, as actualWalker.field does.
@@ -390,7 +418,8 @@ func (sc *scanner) items(e *scanEntry, depth, levels int) (int64, bool) {
 	}
 	switch sc.data[sc.i] {
 	case 'n':
-		return 0, sc.literal("null")
+		sc.i = skipWord(sc.data, sc.i, "null")
+		return 0, sc.i >= 0
 	case '[':
 		if levels == 0 {
 			break
@@ -498,11 +527,13 @@ func (sc *scanner) typename(keys []string, depth int) ([]byte, bool) {
 		return nil, true
 	}
 	for {
-		if sc.next() != '"' {
+		sc.next()
+		end := keyEnd(sc.data, sc.i)
+		if end < 0 {
 			return nil, false
 		}
-		key, ok := sc.key()
-		if !ok || sc.next() != ':' {
+		key := sc.data[sc.i+1 : end]
+		if sc.i = end + 1; sc.next() != ':' {
 			return nil, false
 		}
 		sc.i++
@@ -538,88 +569,6 @@ func (sc *scanner) typename(keys []string, depth int) ([]byte, bool) {
 			return name, sc.rereads >= sc.i-start
 		default:
 			return nil, false
-		}
-	}
-}
-
-// skip checks and passes the value at the scanner.
-func (sc *scanner) skip(depth int) bool {
-	if sc.i >= len(sc.data) {
-		return false
-	}
-	switch c := sc.data[sc.i]; {
-	case c == '"':
-		return sc.skipString()
-	case c == '{':
-		return sc.skipContainer(depth, '}')
-	case c == '[':
-		return sc.skipContainer(depth, ']')
-	case c == '-' || c >= '0' && c <= '9':
-		return sc.number()
-	case c == 'n':
-		return sc.literal("null")
-	case c == 't':
-		return sc.literal("true")
-	case c == 'f':
-		return sc.literal("false")
-	}
-	return false
-}
-
-func (sc *scanner) skipContainer(depth int, closer byte) bool {
-	if depth >= maxScanDepth {
-		return false
-	}
-	sc.i++
-	if sc.next() == closer {
-		sc.i++
-		return true
-	}
-	for {
-		if closer == '}' {
-			if sc.next() != '"' || !sc.skipString() || sc.next() != ':' {
-				return false
-			}
-			sc.i++
-		}
-		sc.next()
-		if !sc.skip(depth + 1) {
-			return false
-		}
-		switch sc.next() {
-		case ',':
-			sc.i++
-		case closer:
-			sc.i++
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-// skipString passes the string at the scanner, checking its escapes as
-// encoding/json does.
-func (sc *scanner) skipString() bool {
-	data := sc.data
-	j := sc.i + 1
-	for {
-		j = plainRun(data, j)
-		if j >= len(data) {
-			return false
-		}
-		switch data[j] {
-		case '"':
-			sc.i = j + 1
-			return true
-		case '\\':
-			n, ok := escapeLength(data[j:])
-			if !ok {
-				return false
-			}
-			j += n
-		default:
-			return false // a control character
 		}
 	}
 }
@@ -672,17 +621,104 @@ func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
-func (sc *scanner) literal(word string) bool {
-	if len(sc.data)-sc.i < len(word) || string(sc.data[sc.i:sc.i+len(word)]) != word {
-		return false
+// skipValue returns where the value at data[i] ends, checking it, or -1
+// when it is not JSON (or nested deeper than the scan follows).
+func skipValue(data []byte, i, depth int) int {
+	if i >= len(data) {
+		return -1
 	}
-	sc.i += len(word)
-	return true
+	switch c := data[i]; {
+	case c == '"':
+		return skipString(data, i)
+	case c == '{' || c == '[':
+		return skipContainer(data, i, depth)
+	case c == '-' || c >= '0' && c <= '9':
+		return skipNumber(data, i)
+	case c == 'n':
+		return skipWord(data, i, "null")
+	case c == 't':
+		return skipWord(data, i, "true")
+	case c == 'f':
+		return skipWord(data, i, "false")
+	}
+	return -1
 }
 
-// number passes a number, checking the JSON grammar.
-func (sc *scanner) number() bool {
-	data, i := sc.data, sc.i
+func skipContainer(data []byte, i, depth int) int {
+	if depth >= maxScanDepth {
+		return -1
+	}
+	closer := byte(']')
+	if data[i] == '{' {
+		closer = '}'
+	}
+	if i = space(data, i+1); i < len(data) && data[i] == closer {
+		return i + 1
+	}
+	for {
+		if closer == '}' {
+			if i = skipString(data, i); i < 0 {
+				return -1
+			}
+			if i = space(data, i); i >= len(data) || data[i] != ':' {
+				return -1
+			}
+			i = space(data, i+1)
+		}
+		if i = skipValue(data, i, depth+1); i < 0 {
+			return -1
+		}
+		if i = space(data, i); i >= len(data) {
+			return -1
+		}
+		switch data[i] {
+		case ',':
+			i = space(data, i+1)
+		case closer:
+			return i + 1
+		default:
+			return -1
+		}
+	}
+}
+
+// skipString returns where the string at data[i] ends, checking its
+// escapes as encoding/json does, or -1.
+func skipString(data []byte, i int) int {
+	if i >= len(data) || data[i] != '"' {
+		return -1
+	}
+	j := i + 1
+	for {
+		j = plainRun(data, j)
+		if j >= len(data) {
+			return -1
+		}
+		switch data[j] {
+		case '"':
+			return j + 1
+		case '\\':
+			n, ok := escapeLength(data[j:])
+			if !ok {
+				return -1
+			}
+			j += n
+		default:
+			return -1 // a control character
+		}
+	}
+}
+
+func skipWord(data []byte, i int, word string) int {
+	if !hasPrefix(data[i:], word) {
+		return -1
+	}
+	return i + len(word)
+}
+
+// skipNumber returns where the number at data[i] ends, checking the JSON
+// grammar, or -1.
+func skipNumber(data []byte, i int) int {
 	if data[i] == '-' {
 		i++
 	}
@@ -692,14 +728,14 @@ func (sc *scanner) number() bool {
 	case i < len(data) && data[i] >= '1' && data[i] <= '9':
 		i = digits(data, i)
 	default:
-		return false
+		return -1
 	}
 	if i < len(data) && data[i] == '.' {
-		if j := digits(data, i+1); j > i+1 {
-			i = j
-		} else {
-			return false
+		j := digits(data, i+1)
+		if j == i+1 {
+			return -1
 		}
+		i = j
 	}
 	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
 		i++
@@ -708,12 +744,28 @@ func (sc *scanner) number() bool {
 		}
 		j := digits(data, i)
 		if j == i {
-			return false
+			return -1
 		}
 		i = j
 	}
-	sc.i = i
-	return true
+	return i
+}
+
+// space returns where the whitespace at data[i:] ends.
+func space(data []byte, i int) int {
+	for i < len(data) {
+		c := data[i]
+		if c > ' ' { // gqlgen writes no whitespace: the common case, one test
+			return i
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
 }
 
 // digits returns where the run of digits at data[i:] ends.
