@@ -42,7 +42,8 @@ func (s *Schema) ActualJSON(op *ast.OperationDefinition, variables map[string]an
 
 // ActualJSONShared is [Schema.ActualJSON] for plans' operation, keeping what it
 // works out of the operation's selections in plans for the next response of it
-// (of this schema).
+// (of this schema). It prices most responses in one pass over their bytes,
+// without reading them into nodes; the price and the errors are ActualJSON's.
 func (s *Schema) ActualJSONShared(plans *ActualPlans, variables map[string]any, data []byte) (int64, error) {
 	return s.actualJSON(plans.op, plans, variables, data)
 }
