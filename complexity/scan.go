@@ -212,7 +212,7 @@ func (b *scanBuilder) entry(key string, occ occurrence, parent *typeInfo, root b
 				e.typenames = append(e.typenames, responseKey(f))
 			}
 		}
-		if len(e.typenames) > 64 {
+		if len(e.typenames) > 64 { // the bits of typename's mask
 			return e, false
 		}
 	default:
@@ -221,8 +221,8 @@ func (b *scanBuilder) entry(key string, occ occurrence, parent *typeInfo, root b
 	return e, true
 }
 
-// selectionKeys lists the keys of fields in a stable order: first those of
-// set's own fields as they come, then the rest (from fragments) sorted.
+// selectionKeys lists the keys of fields in the order set selects them,
+// fragments expanded where they are spread (gqlgen's order).
 func selectionKeys(set ast.SelectionSet, fields plan) []string {
 	keys := make([]string, 0, len(fields))
 	seen := make(map[string]bool, len(fields))
@@ -248,7 +248,7 @@ func selectionKeys(set ast.SelectionSet, fields plan) []string {
 		}
 	}
 	walk(set)
-	for k := range fields {
+	for k := range fields { // none should be left; a key missing here would never be priced
 		if !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)
