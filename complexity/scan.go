@@ -316,7 +316,12 @@ func (sc *scanner) object(p *scanPlan, depth int) (int64, bool) {
 		}
 		i = space(data, i)
 		if j < 0 {
-			if i = skipValue(data, i, depth+1); i < 0 {
+			if i < len(data) && data[i] == '"' { // most members that cost nothing are strings
+				i = skipString(data, i)
+			} else {
+				i = skipValue(data, i, depth+1)
+			}
+			if i < 0 {
 				return 0, false
 			}
 		} else {
