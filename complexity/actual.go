@@ -42,7 +42,8 @@ func (s *Schema) ActualJSON(op *ast.OperationDefinition, variables map[string]an
 
 // ActualJSONShared is [Schema.ActualJSON] for plans' operation, keeping what it
 // works out of the operation's selections in plans for the next response of it
-// (of this schema).
+// (of this schema). It prices most responses in one pass over their bytes,
+// without reading them into nodes; the price and the errors are ActualJSON's.
 func (s *Schema) ActualJSONShared(plans *ActualPlans, variables map[string]any, data []byte) (int64, error) {
 	return s.actualJSON(plans.op, plans, variables, data)
 }
@@ -55,6 +56,11 @@ func (s *Schema) actualJSON(op *ast.OperationDefinition, shared *ActualPlans, va
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || bytes.Equal(data, []byte("null")) {
 		return 0, nil
+	}
+	if shared != nil && shared.static {
+		if cost, ok := s.scanActual(shared, variables, data); ok {
+			return cost, nil
+		}
 	}
 	r := getResponse()
 	defer putResponse(r)
@@ -226,12 +232,18 @@ func (w *actualWalker) appendSelections(infos []selectionInfo, set ast.Selection
 }
 
 func (w *actualWalker) isFree(f *ast.Field, obj *typeInfo, root bool) bool {
+	return w.s.freeField(f, obj, root)
+}
+
+// freeField reports a field selected on obj that costs 0 whatever the
+// response holds for it.
+func (s *Schema) freeField(f *ast.Field, obj *typeInfo, root bool) bool {
 	if len(f.SelectionSet) > 0 {
 		return false
 	}
 	fi := obj.fields[f.Name]
 	return fi != nil && !fi.argCost && fi.typ.kind != ast.Object && fi.typ.kind != ast.Interface &&
-		fi.typ.kind != ast.Union && w.s.weight(fi, fi.typ, nil, obj, root) == 0
+		fi.typ.kind != ast.Union && s.weight(fi, fi.typ, nil, obj, root) == 0
 }
 
 // memoized prices each (fragment or abstract item, type, response object) once: without

@@ -209,9 +209,10 @@ func mustParseValid(t *testing.T, s *Schema, query string) *ast.QueryDocument {
 	return doc
 }
 
-// BenchmarkActualJSON prices a response of 300 objects; encoding/json's
-// decoding of the same data into maps (what ActualJSON did before) is the
-// reference.
+// BenchmarkActualJSON prices a response of 300 objects: read into nodes
+// (ActualJSON), scanned with plans kept for the operation
+// (ActualJSONShared); encoding/json's decoding of the same data into maps
+// (what ActualJSON did before) is the reference.
 //
 //	go test -run='^$' -bench=ActualJSON -benchmem ./complexity/
 func BenchmarkActualJSON(b *testing.B) {
@@ -237,6 +238,16 @@ type Tag { name: String! }`)
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := s.ActualJSON(op, nil, data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ActualJSONShared", func(b *testing.B) {
+		plans := NewActualPlans(op)
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.ActualJSONShared(plans, nil, data); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -148,6 +149,8 @@ type ActualPlans struct {
 	// What ActualJSONShared works out of each selection set on a type
 	// (those do not depend on variables).
 	selections sync.Map // freeKey → []selectionInfo
+	// What ActualJSONShared's one-pass scan prices the responses with.
+	scan atomic.Pointer[scanPlans]
 }
 
 // NewActualPlans returns the plans of op, empty until counters build them.
