@@ -99,6 +99,16 @@ libtables() {
 		libtables Limiter /impl
 		libtables GraphQL /impl
 		libtables GraphQLProxy /impl
+		if grep -q "^BenchmarkGraphQLShare" "$work/lib.txt"; then
+			echo "#### BenchmarkGraphQLShare"
+			echo
+			echo "gqlgen alone and behind costgate, request by request in one loop: each one's CPU per request, and share-% = costgate's added CPU in percent of gqlgen's (median of the runs)."
+			echo
+			echo '```'
+			benchstat -filter ".name:GraphQLShare" "$work/lib.txt" 2>&1
+			echo '```'
+			echo
+		fi
 		libtables RedisAlgorithms /alg
 		libtables MemoryAlgorithms /alg
 		echo "### Pricing against gqlgen's complexity.Calculate"
