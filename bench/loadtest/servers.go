@@ -139,6 +139,10 @@ func startServer(name, bin string, args []string, cpus, logPath, metricPrefix st
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
 			MaxIdleConnsPerHost: 10_000,
+			// Past this, requests wait for a connection: an overloaded
+			// server must not take the load generator past its open-file
+			// limit (every contender runs every rate with -all-rates).
+			MaxConnsPerHost: 4096,
 			IdleConnTimeout:     time.Minute,
 			DisableCompression:  true,
 		},
