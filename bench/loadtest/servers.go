@@ -142,9 +142,9 @@ func startServer(name, bin string, args []string, cpus, logPath, metricPrefix st
 			// Past this, requests wait for a connection: an overloaded
 			// server must not take the load generator past its open-file
 			// limit (every contender runs every rate with -all-rates).
-			MaxConnsPerHost: 4096,
-			IdleConnTimeout:     time.Minute,
-			DisableCompression:  true,
+			MaxConnsPerHost:    4096,
+			IdleConnTimeout:    time.Minute,
+			DisableCompression: true,
 		},
 	}
 	for deadline := time.Now().Add(startTimeout); ; {

@@ -2,7 +2,9 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -78,15 +80,7 @@ func TestStopEndsSSESubscriptions(t *testing.T) {
 	t.Cleanup(hs.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // bounds a failing test only
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/graphql",
-		strings.NewReader(`{"query":"subscription { ticker(intervalMs: 3600000) { n } }"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := subscribeSSE(ctx, t, hs.URL, "subscription { ticker(intervalMs: 3600000) { n } }")
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() && !strings.HasPrefix(sc.Text(), "data: ") {
 	}
@@ -116,15 +110,7 @@ func TestSSESubscriptionOutlivesTheTimeouts(t *testing.T) {
 	t.Cleanup(hs.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // bounds a failing test only
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL+"/graphql",
-		strings.NewReader(`{"query":"subscription { ticker(intervalMs: 100, count: 12) { n } }"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := subscribeSSE(ctx, t, hs.URL, "subscription { ticker(intervalMs: 100, count: 12) { n } }")
 	start := time.Now()
 	sc := bufio.NewScanner(resp.Body)
 	last := ""
@@ -136,4 +122,20 @@ func TestSSESubscriptionOutlivesTheTimeouts(t *testing.T) {
 	if !strings.Contains(last, `"n":12`) {
 		t.Errorf("after %v the stream ended with %v, its last event %q; want all 12 ticks", time.Since(start).Round(time.Millisecond), sc.Err(), last)
 	}
+}
+
+// subscribeSSE starts an SSE subscription to the example API at base; the
+// test's cleanup closes its stream.
+func subscribeSSE(ctx context.Context, t *testing.T, base, query string) *http.Response {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"query": query})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }
