@@ -3,6 +3,8 @@ package complexity_test
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/costgate/costgate/complexity"
 )
 
 func TestActual(t *testing.T) {
@@ -167,7 +169,7 @@ func TestActualNullData(t *testing.T) {
 // response object), not 2^depth times.
 func TestActualFanOut(t *testing.T) {
 	s := testSchema(t)
-	op := parseValid(t, loadAST(t), fanOutQuery(30)).Operations[0]
+	op := parseValid(t, loadAST(t), complexity.FanOutQuery(30)).Operations[0]
 	data := map[string]any{"products": map[string]any{"nodes": []any{
 		map[string]any{"variants": []any{map[string]any{"id": "1"}}},
 	}}}

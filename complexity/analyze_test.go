@@ -619,7 +619,7 @@ func TestBreakdownAggregatesAndCaps(t *testing.T) {
 	}
 
 	// More distinct paths than MaxBreakdown: capped and flagged.
-	big := pathFanOutQuery(12) // ~2^13 distinct paths
+	big := complexity.PathFanOutQuery(12) // ~2^13 distinct paths
 	res, err := s.Analyze(mustParse(t, big), "", nil, complexity.WithBreakdown())
 	if err != nil {
 		t.Fatal(err)

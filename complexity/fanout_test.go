@@ -1,41 +1,16 @@
 package complexity_test
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/costgate/costgate/complexity"
 )
 
-// fanOutQuery is the classic fragment bomb: F_i spreads F_{i+1} twice, so the document
-// is linear in depth and expands to 2^depth copies of the leaf, a list field.
-func fanOutQuery(depth int) string {
-	var b strings.Builder
-	b.WriteString("query { products(first: 1000000) { nodes { ...F0 } } }\n")
-	for i := range depth {
-		fmt.Fprintf(&b, "fragment F%d on Product { ...F%d ...F%d }\n", i, i+1, i+1)
-	}
-	fmt.Fprintf(&b, "fragment F%d on Product { variants(first: 100) { id } }\n", depth)
-	return b.String()
-}
-
-// pathFanOutQuery doubles the number of distinct response paths at each level.
-func pathFanOutQuery(depth int) string {
-	var b strings.Builder
-	b.WriteString("query { product(id: \"1\") { ...F0 } }\n")
-	for i := range depth {
-		fmt.Fprintf(&b, "fragment F%d on Product { a: related(first: 1) { ...F%d } b: related(first: 1) { ...F%d } }\n", i, i+1, i+1)
-	}
-	fmt.Fprintf(&b, "fragment F%d on Product { id }\n", depth)
-	return b.String()
-}
-
 func TestFanOut(t *testing.T) {
 	s := testSchema(t)
 	const depth = 30
-	doc := parseValid(t, loadAST(t), fanOutQuery(depth))
+	doc := parseValid(t, loadAST(t), complexity.FanOutQuery(depth))
 
 	cpu := startThreadTimer(t) // CPU time: what a busy machine does not inflate
 	defer cpu.release()
@@ -52,7 +27,7 @@ func TestFanOut(t *testing.T) {
 	if res.Limits != want {
 		t.Errorf("limits = %+v, want %+v", res.Limits, want)
 	}
-	m, err := complexity.Measure(mustParse(t, fanOutQuery(depth)), "")
+	m, err := complexity.Measure(mustParse(t, complexity.FanOutQuery(depth)), "")
 	if err != nil || m != want {
 		t.Errorf("Measure = %+v, %v; want %+v", m, err, want)
 	}
@@ -63,7 +38,7 @@ func TestFanOut(t *testing.T) {
 
 	// Below saturation the memo must still give the exact price:
 	// depth 5: F0 = 2^5 × 100 = 3200; nodes 1e6 × (1 + 3200); products 1 + that.
-	res, err = s.Analyze(parseValid(t, loadAST(t), fanOutQuery(5)), "", nil)
+	res, err = s.Analyze(parseValid(t, loadAST(t), complexity.FanOutQuery(5)), "", nil)
 	if err != nil || res.Cost != 1+1_000_000*3201 {
 		t.Errorf("depth 5: cost = %d, %v; want %d", res.Cost, err, 1+1_000_000*3201)
 	}

@@ -24,8 +24,8 @@ func FuzzAnalyze(f *testing.F) {
 		vars, _ := json.Marshal(tc.vars)
 		f.Add(tc.query, string(vars))
 	}
-	f.Add(fanOutQuery(3), `{}`)
-	f.Add(pathFanOutQuery(3), `{"product":{"a":[{"id":"1"}],"b":null}}`)
+	f.Add(complexity.FanOutQuery(3), `{}`)
+	f.Add(complexity.PathFanOutQuery(3), `{"product":{"a":[{"id":"1"}],"b":null}}`)
 	f.Add(`{ a { ...A } } fragment A on T { ...A }`, `null`)
 	f.Add(`{ search(term: "x", limit: 2) { __typename ... on Shop { name } } }`, `{"search":[{"__typename":"Shop","name":"s"},{"__typename":"Nope"}]}`)
 	f.Add(`query($ids: [ID!], $n: Int) { byIds(ids: $ids) { id } shelf(first: $n) { rows { products { price } } top { products { id } } } }`, `{"ids":["a","b"],"n":3}`)

@@ -97,7 +97,7 @@ func BenchmarkFanOut(b *testing.B) {
 	schema := loadAST(b)
 	s := testSchema(b)
 	for _, depth := range []int{5, 10, 20, 30} {
-		doc := parseValid(b, schema, fanOutQuery(depth))
+		doc := parseValid(b, schema, complexity.FanOutQuery(depth))
 		op := doc.Operations[0]
 		if depth <= gqlgenFanOutMaxDepth {
 			b.Run(fmt.Sprintf("depth=%d/impl=gqlgen_Calculate", depth), func(b *testing.B) {

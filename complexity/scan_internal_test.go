@@ -33,7 +33,8 @@ var scanOperations = []string{
 
 const scanLongWay = 2
 
-// fragmentFanOut spreads each fragment twice, depth levels deep.
+// fragmentFanOut is the classic fragment bomb: F_i spreads F_{i+1} twice, so the
+// document is linear in depth and expands to 2^depth copies of the leaf, a list field.
 func fragmentFanOut(depth int) string {
 	var b strings.Builder
 	b.WriteString("query { products(first: 1000000) { nodes { ...F0 } } }\n")
@@ -44,7 +45,7 @@ func fragmentFanOut(depth int) string {
 	return b.String()
 }
 
-// pathFanOut doubles the response paths at each level.
+// pathFanOut doubles the number of distinct response paths at each level.
 func pathFanOut(depth int) string {
 	var b strings.Builder
 	b.WriteString("query { product(id: \"1\") { ...F0 } }\n")
