@@ -104,13 +104,15 @@ func TestSSESubscriptionOutlivesTheTimeouts(t *testing.T) {
 	s, _ := newGraphQLServer(t, "")
 	hs := httptest.NewUnstartedServer(s)
 	hs.Config = HTTPServer(s, slog.New(slog.DiscardHandler))
-	// The test's own, far shorter than the server's 30 s.
-	hs.Config.ReadTimeout, hs.Config.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond
+	// The test's own, far shorter than the server's 30 s, and long enough
+	// for a busy machine to read the request and start the stream in; the
+	// stream lasts three times as long.
+	hs.Config.ReadTimeout, hs.Config.WriteTimeout = time.Second, time.Second
 	hs.Start()
 	t.Cleanup(hs.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // bounds a failing test only
 	defer cancel()
-	resp := subscribeSSE(ctx, t, hs.URL, "subscription { ticker(intervalMs: 100, count: 12) { n } }")
+	resp := subscribeSSE(ctx, t, hs.URL, "subscription { ticker(intervalMs: 250, count: 12) { n } }")
 	start := time.Now()
 	sc := bufio.NewScanner(resp.Body)
 	last := ""
