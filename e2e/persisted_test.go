@@ -1,13 +1,9 @@
-package main
+package e2e
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"net/http"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -18,20 +14,13 @@ import (
 // dear data at the cheap price, and poisoned the price of the cheap query
 // for every tenant. Now it is refused and nothing is registered unpaid.
 func TestBinaryPersistedQueryReadOneWay(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "costgate")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	base := startBinary(t, exec.Command(bin, "-addr", "127.0.0.1:0"))
+	base := start(t, nil, "-addr", "127.0.0.1:0").Base
 	hash := func(q string) string { s := sha256.Sum256([]byte(q)); return hex.EncodeToString(s[:]) }
 	cheap := `{ __typename }`
 	dear := `{ products(first: 100) { nodes { id variants(first: 100) { sku } } } }`
 	send := func(key, body string) (int, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", base+"/graphql", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-API-Key", key)
-		res, text := do(t, req)
+		res, text := postGraphQL(t, base, body, "X-API-Key", key)
 		var out map[string]any
 		if err := json.Unmarshal([]byte(text), &out); err != nil {
 			t.Fatalf("%s: not JSON: %s", body, text)
