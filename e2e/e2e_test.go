@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,8 +23,19 @@ import (
 	"github.com/costgate/costgate/internal/syncbuf"
 )
 
-// binary is the costgate binary TestMain built.
-var binary string
+var (
+	// binary is the costgate binary start runs: built with -race when the
+	// tests are, so that the race detector watches the server while it
+	// serves them (a race fails the test that started it).
+	binary string
+	// release is the binary as `go build` makes it, for the tests that
+	// measure the process itself (memory, descriptors, throughput). It is
+	// binary when the tests run without -race.
+	release string
+)
+
+// raceEnabled is set by race_test.go when the tests run with -race.
+var raceEnabled bool
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "costgate-e2e-")
@@ -31,13 +43,20 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "costgate")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Dir = repoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
+	release, binary = filepath.Join(dir, "costgate"), filepath.Join(dir, "costgate")
+	builds := [][]string{{"build", "-o", release, "."}}
+	if raceEnabled {
+		binary = filepath.Join(dir, "costgate-race")
+		builds = append(builds, []string{"build", "-race", "-o", binary, "."})
+	}
+	for _, args := range builds {
+		build := exec.Command("go", args...)
+		build.Dir = repoRoot()
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go %s: %v\n%s", strings.Join(args, " "), err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -59,22 +78,57 @@ func repoFile(path string) string { return filepath.Join(repoRoot(), path) }
 // Gateway is one running costgate process.
 type Gateway struct {
 	Cmd *exec.Cmd
-	// Base is the main listener's URL (http://127.0.0.1:PORT).
-	Base string
+	// Base is the main listener's URL (http://127.0.0.1:PORT), Host its
+	// address (127.0.0.1:PORT).
+	Base, Host string
 	// Addrs holds every listener the process reported, by log message
 	// ("costgate listening", "costgate gRPC rate-limit service listening", ...).
 	Addrs map[string]string
 	// Log is everything the process wrote to stderr.
 	Log *syncbuf.Buffer
+
+	exited  chan struct{} // closed once the process has exited
+	waitErr error         // cmd.Wait's, set before exited closes
+	stopped atomic.Bool   // the test sent SIGTERM
+}
+
+// command runs bin with args, in this process's environment less its
+// COSTGATE_ variables (a test says what it sets) plus env ("K=V"). The race
+// detector waits 50 ms at exit for late reports, not its default second.
+func command(bin string, env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "COSTGATE_") && !strings.HasPrefix(kv, "GORACE=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=50 "+os.Getenv("GORACE"))
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
+
+// underFileLimit is cmd run under an open-file limit of n (sh's ulimit -n,
+// soft and hard), in the same process.
+func underFileLimit(n int, cmd *exec.Cmd) *exec.Cmd {
+	script := fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, n)
+	limited := exec.Command("sh", append([]string{"-c", script, cmd.Path}, cmd.Args[1:]...)...)
+	limited.Env = cmd.Env
+	return limited
 }
 
 // start runs the binary with args (and extra environment entries "K=V")
-// until it reports its main listener, and kills it when the test ends.
+// until it reports its main listener, and stops it when the test ends.
 // A config should listen on 127.0.0.1:0 (or pass "-addr", "127.0.0.1:0").
 func start(t testing.TB, env []string, args ...string) *Gateway {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), env...)
+	return startCmd(t, command(binary, env, args...))
+}
+
+// startCmd is start for a command of its own (command, underFileLimit).
+// When the test ends the process gets SIGTERM and must exit 0 within 20 s,
+// as a graceful shutdown does, without a data race reported.
+func startCmd(t testing.TB, cmd *exec.Cmd) *Gateway {
+	t.Helper()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -83,12 +137,10 @@ func start(t testing.TB, env []string, args ...string) *Gateway {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	g := &Gateway{Cmd: cmd, Log: &syncbuf.Buffer{}, Addrs: map[string]string{}}
+	g := &Gateway{Cmd: cmd, Log: &syncbuf.Buffer{}, Addrs: map[string]string{}, exited: make(chan struct{})}
 	var mu sync.Mutex
 	listening := make(chan struct{})
-	done := make(chan struct{})
 	go func() {
-		defer close(done)
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
 		once := sync.Once{}
@@ -106,27 +158,88 @@ func start(t testing.TB, env []string, args ...string) *Gateway {
 			}
 		}
 		io.Copy(io.Discard, stderr)
+		g.waitErr = cmd.Wait() // after the pipe is read to its end
+		close(g.exited)
 	}()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		<-done
+		select {
+		case <-g.exited:
+			if !g.stopped.Load() && !t.Failed() {
+				t.Errorf("costgate exited before the test stopped it: %v", g.waitErr)
+			}
+		default:
+			if code, _, ok := g.stop(); !ok {
+				t.Error("costgate did not exit within 20s of SIGTERM")
+			} else if code != 0 {
+				t.Errorf("costgate exited with %v after SIGTERM, want status 0", g.waitErr)
+			}
+		}
+		if strings.Contains(g.Log.String(), "WARNING: DATA RACE") {
+			t.Error("the race detector reported a data race in costgate")
+		}
 		if t.Failed() {
 			t.Logf("costgate log:\n%s", g.Log.String())
 		}
 	})
 	select {
 	case <-listening:
-	case <-done:
-		cmd.Wait()
-		t.Fatalf("costgate exited before listening:\n%s", g.Log.String())
+	case <-g.exited:
+		t.Fatalf("costgate exited before listening (%v):\n%s", g.waitErr, g.Log.String())
 	case <-time.After(30 * time.Second):
 		t.Fatalf("costgate did not report listening within 30s:\n%s", g.Log.String())
 	}
 	mu.Lock()
-	g.Base = "http://" + g.Addrs["costgate listening"]
+	g.Host = g.Addrs["costgate listening"]
 	mu.Unlock()
+	g.Base = "http://" + g.Host
 	return g
+}
+
+// Stop sends SIGTERM and waits for the exit: the exit status (-1 for a
+// signal) and how long it took. The test fails if the process lives 20 s
+// on (it is killed then).
+func (g *Gateway) Stop(t testing.TB) (code int, took time.Duration) {
+	t.Helper()
+	code, took, ok := g.stop()
+	if !ok {
+		t.Fatalf("costgate did not exit within 20s of SIGTERM")
+	}
+	return code, took
+}
+
+// stop is Stop without the test: ok is false if the process had to be killed.
+func (g *Gateway) stop() (code int, took time.Duration, ok bool) {
+	begin := time.Now()
+	g.stopped.Store(true)
+	g.Cmd.Process.Signal(syscall.SIGTERM) // an error: it has exited already
+	select {
+	case <-g.exited:
+		ok = true
+	case <-time.After(20 * time.Second):
+		g.Cmd.Process.Kill()
+		<-g.exited
+	}
+	return g.Cmd.ProcessState.ExitCode(), time.Since(begin), ok
+}
+
+// Reload sends SIGHUP: the process rereads its config file.
+func (g *Gateway) Reload(t testing.TB) {
+	t.Helper()
+	if err := g.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WaitLog waits up to 10 s until the log holds want n times.
+func (g *Gateway) WaitLog(t testing.TB, want string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(g.Log.String(), want) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log never said %q (%d times):\n%s", want, n, g.Log.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polling a child's log: no clock to inject
+	}
 }
 
 // Addr is the address the process reported with log message msg, waiting up
@@ -148,6 +261,12 @@ func (g *Gateway) Addr(t testing.TB, msg string) string {
 	}
 }
 
+// GRPC is the address of the gRPC rate-limit service (grpc_listen).
+func (g *Gateway) GRPC(t testing.TB) string {
+	t.Helper()
+	return g.Addr(t, "costgate gRPC rate-limit service listening")
+}
+
 // PeakRSS is the process's peak resident memory (VmHWM), in bytes.
 func (g *Gateway) PeakRSS(t testing.TB) int64 {
 	t.Helper()
@@ -166,6 +285,27 @@ func (g *Gateway) PeakRSS(t testing.TB) int64 {
 	}
 	t.Fatal("no VmHWM in /proc/pid/status")
 	return 0
+}
+
+// runToExit runs the binary with args (and env, as start) to its exit,
+// within 30 s: its exit status and what it wrote to stdout and stderr.
+func runToExit(t testing.TB, env []string, args ...string) (code int, output string) {
+	t.Helper()
+	cmd := command(binary, env, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = time.Second
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	cmd.Wait()
+	if !timer.Stop() {
+		t.Fatalf("costgate still ran after 30s:\n%s", out.String())
+	}
+	return cmd.ProcessState.ExitCode(), out.String()
 }
 
 // writeConfig writes a config file into the test's temporary directory.
@@ -191,6 +331,30 @@ func do(t testing.TB, req *http.Request) (*http.Response, string) {
 		t.Fatal(err)
 	}
 	return res, string(b)
+}
+
+// get sends GET url with the given headers.
+func get(t testing.TB, url string, header map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	return do(t, req)
+}
+
+// post sends POST url with a JSON body.
+func post(t testing.TB, url, body string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return do(t, req)
 }
 
 // postGraphQL posts a GraphQL-over-HTTP body (JSON text) to base/graphql
