@@ -1,18 +1,15 @@
-package main
+package e2e
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -79,30 +76,6 @@ func refusedCount(t *testing.T, base string) string {
 	return "absent"
 }
 
-// startReloadable runs the server on file with a reload channel and its log.
-func startReloadable(t *testing.T, args []string) (listening, chan<- os.Signal, *logBuffer) {
-	t.Helper()
-	logs := &logBuffer{}
-	reload := make(chan os.Signal, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan listening, 1), make(chan error, 1)
-	go func() { done <- run(ctx, args, func(string) string { return "" }, logs, reload, ready) }()
-	select {
-	case at := <-ready:
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("server stopped with %v", err)
-			}
-		})
-		return at, reload, logs
-	case err := <-done:
-		cancel()
-		t.Fatalf("server did not start: %v", err)
-	}
-	return listening{}, nil, nil
-}
-
 // SIGHUP applies server.max_conns_per_ip and the trusted-proxy exemption
 // from it to new connections, and logs that a changed listen waits for a
 // restart (the old address keeps serving).
@@ -118,36 +91,36 @@ func TestReloadConnectionCap(t *testing.T) {
 		}
 	}
 	write("127.0.0.1:0", 2, "")
-	at, reload, logs := startReloadable(t, []string{"-config", file})
+	at := start(t, nil, "-config", file)
 
 	// The gateway at 127.0.0.2 is not trusted yet: capped at 2.
-	holdConns(t, 2, "127.0.0.2", at.HTTP)
-	wantRefused(t, holdConn(t, "127.0.0.2", at.HTTP), "3rd connection from an untrusted address, cap 2")
+	holdConns(t, 2, "127.0.0.2", at.Host)
+	wantRefused(t, holdConn(t, "127.0.0.2", at.Host), "3rd connection from an untrusted address, cap 2")
 
 	// Reload: the gateway is trusted, the cap is 3, listen moves.
 	write("127.0.0.1:1", 3, `"127.0.0.2"`)
-	reload <- syscall.SIGHUP
-	logs.waitLog(t, `"msg":"config reloaded"`, 1)
-	if !strings.Contains(logs.String(), `listen changed; it takes effect at the next start`) {
-		t.Errorf("a changed listen is not logged as waiting for a restart:\n%s", logs)
+	at.Reload(t)
+	at.WaitLog(t, `"msg":"config reloaded"`, 1)
+	if !strings.Contains(at.Log.String(), `listen changed; it takes effect at the next start`) {
+		t.Errorf("a changed listen is not logged as waiting for a restart:\n%s", at.Log)
 	}
-	holdConns(t, 5, "127.0.0.2", at.HTTP) // 7 open: the exemption applies
-	holdConns(t, 3, "127.0.0.3", at.HTTP)
-	wantRefused(t, holdConn(t, "127.0.0.3", at.HTTP), "4th connection after raising the cap to 3")
+	holdConns(t, 5, "127.0.0.2", at.Host) // 7 open: the exemption applies
+	holdConns(t, 3, "127.0.0.3", at.Host)
+	wantRefused(t, holdConn(t, "127.0.0.3", at.Host), "4th connection after raising the cap to 3")
 
 	// Lower the cap to 1: new connections over it are refused, the gateway stays exempt.
 	write("127.0.0.1:1", 1, `"127.0.0.2"`)
-	reload <- syscall.SIGHUP
-	logs.waitLog(t, `"msg":"config reloaded"`, 2)
-	if n := strings.Count(logs.String(), `listen changed; it takes effect at the next start","listen":"127.0.0.1:0","new":"127.0.0.1:1"`); n != 2 {
-		t.Errorf("listen, still not applied after a second reload, is logged %d times, want 2:\n%s", n, logs)
+	at.Reload(t)
+	at.WaitLog(t, `"msg":"config reloaded"`, 2)
+	if n := strings.Count(at.Log.String(), `listen changed; it takes effect at the next start","listen":"127.0.0.1:0","new":"127.0.0.1:1"`); n != 2 {
+		t.Errorf("listen, still not applied after a second reload, is logged %d times, want 2:\n%s", n, at.Log)
 	}
-	holdConns(t, 1, "127.0.0.4", at.HTTP)
-	wantRefused(t, holdConn(t, "127.0.0.4", at.HTTP), "2nd connection after lowering the cap to 1")
-	wantRefused(t, holdConn(t, "127.0.0.3", at.HTTP), "a connection from an address holding 3 after lowering the cap to 1")
-	holdConns(t, 2, "127.0.0.2", at.HTTP)
+	holdConns(t, 1, "127.0.0.4", at.Host)
+	wantRefused(t, holdConn(t, "127.0.0.4", at.Host), "2nd connection after lowering the cap to 1")
+	wantRefused(t, holdConn(t, "127.0.0.3", at.Host), "a connection from an address holding 3 after lowering the cap to 1")
+	holdConns(t, 2, "127.0.0.2", at.Host)
 
-	if got := refusedCount(t, "http://"+at.HTTP); got != "4" {
+	if got := refusedCount(t, "http://"+at.Host); got != "4" {
 		t.Errorf("costgate_connections_refused_total = %s, want 4", got)
 	}
 }
@@ -158,14 +131,14 @@ func TestReloadConnectionCap(t *testing.T) {
 func TestConnectionCapAnswer(t *testing.T) {
 	file := writeConfig(t, "server: {max_conns_per_ip: 1}\npolicies:\n  api: {algorithm: fixed_window, limit: 100, period: 1h, key: [ip]}\n"+
 		"routes:\n  - {match: \"/api/*\", policies: [api]}\ngraphql: {path: \"\"}\n")
-	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", file}, nil)
-	holdConns(t, 1, "127.0.0.2", at.HTTP)
+	at := start(t, nil, "-addr", "127.0.0.1:0", "-config", file)
+	holdConns(t, 1, "127.0.0.2", at.Host)
 
-	wantRefused(t, holdConn(t, "127.0.0.2", at.HTTP), "a request on an over-cap connection")
+	wantRefused(t, holdConn(t, "127.0.0.2", at.Host), "a request on an over-cap connection")
 
 	// A client that sends nothing still gets the answer, then the close.
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 5 * time.Second}
-	silent, err := d.Dial("tcp", at.HTTP)
+	silent, err := d.Dial("tcp", at.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,14 +150,14 @@ func TestConnectionCapAnswer(t *testing.T) {
 	}
 	wantRefused(t, res, "a silent over-cap connection")
 
-	res, err = clientFrom("127.0.0.2").Get("http://" + at.HTTP + "/api/products")
+	res, err = clientFrom("127.0.0.2").Get("http://" + at.Host + "/api/products")
 	if err != nil {
 		t.Fatalf("Go's HTTP client on an over-cap connection: %v, want the 429 answer", err)
 	}
 	wantRefused(t, res, "Go's HTTP client on an over-cap connection")
 	res.Body.Close()
 
-	if got := refusedCount(t, "http://"+at.HTTP); got != "3" {
+	if got := refusedCount(t, "http://"+at.Host); got != "3" {
 		t.Errorf("costgate_connections_refused_total = %s, want 3", got)
 	}
 }
@@ -192,12 +165,7 @@ func TestConnectionCapAnswer(t *testing.T) {
 // With no server.max_conns_per_ip the cap is a quarter of the process's
 // open-file limit: 100 with 400 descriptors (not a fixed 64).
 func TestDefaultConnectionCapFollowsOpenFileLimit(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "costgate")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cmd := exec.Command("sh", "-c", `ulimit -n 400 && exec "$0" -addr 127.0.0.1:0`, bin)
-	host := strings.TrimPrefix(startBinary(t, cmd), "http://")
+	host := startCmd(t, underFileLimit(400, command(release, nil, "-addr", "127.0.0.1:0"))).Host
 	holdConns(t, 100, "127.0.0.2", host)
 	wantRefused(t, holdConn(t, "127.0.0.2", host), "the 101st connection under 400 descriptors")
 }
@@ -207,7 +175,7 @@ func TestDefaultConnectionCapFollowsOpenFileLimit(t *testing.T) {
 func TestConnectionCapBurstIsAnswered(t *testing.T) {
 	file := writeConfig(t, "server: {max_conns_per_ip: 2}\npolicies:\n  api: {algorithm: fixed_window, limit: 100, period: 1h, key: [ip]}\n"+
 		"routes:\n  - {match: \"/api/*\", policies: [api]}\ngraphql: {path: \"\"}\n")
-	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", file}, nil)
+	at := start(t, nil, "-addr", "127.0.0.1:0", "-config", file)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	const clients, each = 32, 20
 	statuses := make(chan int, clients*each)
@@ -216,7 +184,7 @@ func TestConnectionCapBurstIsAnswered(t *testing.T) {
 	for range clients {
 		wg.Go(func() {
 			for range each {
-				res, err := client.Get("http://" + at.HTTP + "/healthz")
+				res, err := client.Get("http://" + at.Host + "/healthz")
 				if err != nil {
 					errs <- err
 					continue
@@ -240,7 +208,7 @@ func TestConnectionCapBurstIsAnswered(t *testing.T) {
 	if counts[200] == 0 || counts[429] == 0 || counts[200]+counts[429] != clients*each {
 		t.Errorf("statuses %v; want only 200 and 429, both", counts)
 	}
-	if got, want := refusedCount(t, "http://"+at.HTTP), fmt.Sprint(counts[429]); got != want {
+	if got, want := refusedCount(t, "http://"+at.Host), fmt.Sprint(counts[429]); got != want {
 		t.Errorf("costgate_connections_refused_total = %s, want %s (the 429s)", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -8,10 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,24 +16,11 @@ import (
 	"github.com/costgate/costgate/internal/config"
 )
 
-// buildBinary builds costgate once for the test.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "costgate")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // proxyConfig is a proxy-mode config in front of upstream, with extra
 // lines under graphql.
 func proxyConfig(t *testing.T, upstream, extra string) string {
 	t.Helper()
-	schema, err := filepath.Abs("graph/schema.graphqls")
-	if err != nil {
-		t.Fatal(err)
-	}
+	schema := repoFile("graph/schema.graphqls")
 	return writeConfig(t, fmt.Sprintf(`listen: "127.0.0.1:0"
 policies:
   graphql: {algorithm: token_bucket, limit: 50, period: 1s, burst: 1000, key: [tenant, api_key], on_store_error: allow}
@@ -75,26 +58,6 @@ func hugeUpstream(t *testing.T, size int) *httptest.Server {
 	return srv
 }
 
-// peakRSS is VmHWM of process pid, in bytes.
-func peakRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc/pid/status")
-	return 0
-}
-
 // The binary in proxy mode, where a user meets it: eight 60 MiB replies at
 // once pass through in bounded memory (the peak RSS of the process stays
 // under 256 MiB; reading each reply whole took it to 1.5 GiB), each priced
@@ -102,14 +65,12 @@ func peakRSS(t *testing.T, pid int) int64 {
 // UPSTREAM_TIMEOUT within graphql.upstream_timeout, well before the
 // client's write deadline.
 func TestProxyBinary(t *testing.T) {
-	bin := buildBinary(t)
-
 	t.Run("eight 60 MiB replies at once", func(t *testing.T) {
 		const titleSize = 60 << 20 / 100
 		up := hugeUpstream(t, titleSize)
-		cmd := exec.Command(bin, "-config", proxyConfig(t, up.URL, ""))
-		base := startBinary(t, cmd)
-		idle := peakRSS(t, cmd.Process.Pid)
+		g := startCmd(t, command(release, nil, "-config", proxyConfig(t, up.URL, "")))
+		base := g.Base
+		idle := g.PeakRSS(t)
 
 		var wg sync.WaitGroup
 		type result struct {
@@ -135,7 +96,7 @@ func TestProxyBinary(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		peak := peakRSS(t, cmd.Process.Pid)
+		peak := g.PeakRSS(t)
 		t.Logf("peak RSS %.1f MiB (idle %.1f MiB) for 8 concurrent replies of %.1f MiB", float64(peak)/(1<<20), float64(idle)/(1<<20), float64(results[0].n)/(1<<20))
 		for i, r := range results {
 			if r.err != nil || r.status != 200 || r.n < 60<<20 {
@@ -165,8 +126,7 @@ func TestProxyBinary(t *testing.T) {
 			}
 		}))
 		t.Cleanup(func() { close(stop); hang.Close() })
-		cmd := exec.Command(bin, "-config", proxyConfig(t, hang.URL, "  upstream_timeout: 1s\n"))
-		base := startBinary(t, cmd)
+		base := startCmd(t, command(release, nil, "-config", proxyConfig(t, hang.URL, "  upstream_timeout: 1s\n"))).Base
 		start := time.Now()
 		res, body := post(t, base+"/graphql", `{"query":"{ products(first: 1) { nodes { id } } }"}`)
 		took := time.Since(start)

@@ -1,12 +1,9 @@
-package main
+package e2e
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,43 +52,11 @@ envoy:
 // gatewayProc is a costgate process: where it serves HTTP and gRPC.
 type gatewayProc struct{ http, grpc string }
 
-// startGatewayProc runs bin on config until it reports both listeners.
-func startGatewayProc(t *testing.T, bin, config string) gatewayProc {
+// startGatewayProc runs the binary on config until it reports both listeners.
+func startGatewayProc(t *testing.T, config string) gatewayProc {
 	t.Helper()
-	cmd := exec.Command(bin, "-config", config)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addrs := make(chan gatewayProc, 1)
-	go func() {
-		var p gatewayProc
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() { // read to the end: a full pipe would block the server's log
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) != nil {
-				continue
-			}
-			switch line.Msg {
-			case "costgate listening":
-				p.http = line.Addr
-			case "costgate gRPC rate-limit service listening":
-				p.grpc = line.Addr
-				addrs <- p
-			}
-		}
-	}()
-	select {
-	case p := <-addrs:
-		return p
-	case <-time.After(30 * time.Second):
-		t.Fatal("costgate did not report its listeners within 30s")
-	}
-	return gatewayProc{}
+	g := startCmd(t, command(release, nil, "-config", config))
+	return gatewayProc{http: g.Host, grpc: g.GRPC(t)}
 }
 
 // checkClient sends /v1/check requests as a trusted gateway would.
@@ -197,12 +162,11 @@ func roundTrips(t *testing.T, gw gatewayProc) (exact, syncs float64) {
 // keys costs at most 2% round trips to Redis per request, as the gateway's
 // costgate_store_round_trips_total counts them.
 func TestSyncGatewayProcesses(t *testing.T) {
-	bin := buildBinary(t)
 	rds := redistest.StartServer(t)
 	config := writeConfig(t, fmt.Sprintf(syncConfig, rds.Addr()))
 	gws := make([]gatewayProc, 3)
 	for i := range gws {
-		gws[i] = startGatewayProc(t, bin, config)
+		gws[i] = startGatewayProc(t, config)
 	}
 	const (
 		burst = 60

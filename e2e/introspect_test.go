@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -22,11 +22,11 @@ import (
 )
 
 // proxyTestOperations are the GraphQL operations written in the proxy
-// tests (limiter/gqlproxy and this package's), every one of them.
+// tests (limiter/gqlproxy and this package's server tests), every one of them.
 func proxyTestOperations(t *testing.T) []string {
 	t.Helper()
-	files, _ := filepath.Glob("limiter/gqlproxy/*_test.go")
-	files = append(files, "server_test.go", "internal/server/schema_test.go")
+	files, _ := filepath.Glob(repoFile("limiter/gqlproxy/*_test.go"))
+	files = append(files, repoFile("e2e/server_test.go"), repoFile("internal/server/schema_test.go"))
 	literal := regexp.MustCompile("`[^`]*`" + `|"(\{[^"\\]*(?:\\.[^"\\]*)*)"`)
 	seen := map[string]bool{}
 	var ops []string
@@ -59,7 +59,7 @@ func proxyTestOperations(t *testing.T) []string {
 func TestProxyExampleIntrospectedPricesAsSDL(t *testing.T) {
 	up := httptest.NewServer(upstreamHandler())
 	t.Cleanup(up.Close)
-	annotatedCfg, err := config.Load("examples/proxy/costgate.yaml")
+	annotatedCfg, err := config.Load(repoFile("examples/proxy/costgate.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestProxyExampleIntrospectedPricesAsSDL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load("examples/proxy/costgate-introspect.yaml")
+	cfg, err := config.Load(repoFile("examples/proxy/costgate-introspect.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,21 +121,18 @@ func TestProxyExampleIntrospectedPricesAsSDL(t *testing.T) {
 func TestProxyExampleIntrospected(t *testing.T) {
 	up := httptest.NewServer(upstreamHandler())
 	t.Cleanup(up.Close)
-	data, err := os.ReadFile("examples/proxy/costgate-introspect.yaml")
+	data, err := os.ReadFile(repoFile("examples/proxy/costgate-introspect.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	costs, err := filepath.Abs("examples/proxy/costs.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	costs := repoFile("examples/proxy/costs.yaml")
 	patched := strings.Replace(string(data), "http://127.0.0.1:9000/graphql", up.URL+"/graphql", 1)
 	patched = strings.Replace(patched, "costs: costs.yaml", "costs: "+costs, 1)
 	file := filepath.Join(t.TempDir(), "costgate.yaml")
 	if err := os.WriteFile(file, []byte(patched), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base := startServer(t, []string{"-addr", "127.0.0.1:0", "-config", file}, nil)
+	base := start(t, nil, "-addr", "127.0.0.1:0", "-config", file).Base
 	// The first read runs in the background: wait for readiness, bounded.
 	deadline := time.Now().Add(10 * time.Second)
 	for {

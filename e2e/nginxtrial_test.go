@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"os"
@@ -13,7 +13,7 @@ import (
 // README's snippet, serve a limited route with the rate-limit headers.
 func TestNginxTrialConfig(t *testing.T) {
 	snippet := readmeBlock(t, "<!-- the nginx config of TestNginxInFront -->")
-	data, err := os.ReadFile("examples/gateway/nginx.conf")
+	data, err := os.ReadFile(repoFile("examples/gateway/nginx.conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,10 +29,10 @@ func TestNginxTrialConfig(t *testing.T) {
 		t.Fatalf("examples/gateway/nginx.conf does not hold the README's nginx snippet (listen 8000)")
 	}
 	up := startShop(t)
-	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", "examples/gateway/costgate.yaml"}, nil)
+	at := start(t, nil, "-addr", "127.0.0.1:0", "-config", repoFile("examples/gateway/costgate.yaml"))
 	ngx := nginxtest.StartConfig(t, func(listen, dir string) string {
 		return substitute(t, conf,
-			"server 127.0.0.1:8080;", "server "+at.HTTP+";",
+			"server 127.0.0.1:8080;", "server "+at.Host+";",
 			"proxy_pass http://127.0.0.1:9000;", "proxy_pass "+up.URL+";",
 			"listen 8000;", "listen "+listen+";")
 	})
@@ -53,10 +53,10 @@ func TestNginxTrialConfig(t *testing.T) {
 func TestNginxShowsAnUntrustedGateway(t *testing.T) {
 	conf := readmeBlock(t, "<!-- the nginx config of TestNginxInFront -->")
 	up := startShop(t)
-	at := startServerAt(t, []string{"-addr", "127.0.0.1:0"}, nil) // the built-in demo config
+	at := start(t, nil, "-addr", "127.0.0.1:0") // the built-in demo config
 	ngx := nginxtest.Start(t, func(listen string) string {
 		return substitute(t, conf,
-			"server 127.0.0.1:8080;", "server "+at.HTTP+";",
+			"server 127.0.0.1:8080;", "server "+at.Host+";",
 			"proxy_pass http://127.0.0.1:9000;", "proxy_pass "+up.URL+";",
 			"listen 80;", "listen "+listen+";")
 	})

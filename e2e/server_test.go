@@ -1,7 +1,6 @@
-package main
+package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,12 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,48 +26,11 @@ import (
 	"github.com/costgate/costgate/playground/browsertest"
 )
 
-// startServer runs the server in process with args and env, and returns its
-// base URL. It stops when the test ends.
-func startServer(t *testing.T, args []string, env map[string]string) string {
-	t.Helper()
-	return "http://" + startServerAt(t, args, env).HTTP
-}
-
-func get(t *testing.T, url string, header map[string]string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	return do(t, req)
-}
-
-func post(t *testing.T, url, body string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	return do(t, req)
-}
-
-func do(t *testing.T, req *http.Request) (*http.Response, string) {
-	t.Helper()
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, string(b)
-}
-
 // The demo server as `go run .` starts it: the REST routes carry the
 // headers, the 151st burst request is 429, /metrics counts it, and login
 // answers an unknown user exactly as a wrong password.
 func TestDemoServer(t *testing.T) {
-	base := startServer(t, []string{"-addr", "127.0.0.1:0"}, nil)
+	base := start(t, nil, "-addr", "127.0.0.1:0").Base
 
 	res, body := get(t, base+"/healthz", nil)
 	if res.StatusCode != 200 || !strings.Contains(body, `"ok"`) {
@@ -163,9 +122,9 @@ graphql: {path: ""}
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"COSTGATE_CONFIG": cfgFile, "COSTGATE_REDIS_URL": "redis://" + srv.Addr() + "/0"}
-	a := startServer(t, []string{"-addr", "127.0.0.1:0"}, env)
-	b := startServer(t, []string{"-addr", "127.0.0.1:0"}, env)
+	env := []string{"COSTGATE_CONFIG=" + cfgFile, "COSTGATE_REDIS_URL=redis://" + srv.Addr() + "/0"}
+	a := start(t, env, "-addr", "127.0.0.1:0").Base
+	b := start(t, env, "-addr", "127.0.0.1:0").Base
 
 	// Two gateways, one bucket: 75 requests through each use it up.
 	for i := range 150 {
@@ -216,20 +175,15 @@ graphql: {path: ""}
 // and reason; SIGTERM shuts it down gracefully, letting a request in flight
 // finish.
 func TestBinary(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "costgate")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
 	t.Run("bad config", func(t *testing.T) {
 		cfgFile := filepath.Join(t.TempDir(), "bad.yaml")
 		os.WriteFile(cfgFile, []byte("policies:\n  api: {algorithm: token_bucket, limit: 0, period: 1m}\n"), 0o600)
-		out, err := exec.Command(bin, "-config", cfgFile).CombinedOutput()
-		if err == nil {
+		code, out := runToExit(t, nil, "-config", cfgFile)
+		if code == 0 {
 			t.Fatalf("started with a bad config:\n%s", out)
 		}
 		for _, want := range []string{"bad.yaml", "policies.api.limit", "at least 1"} {
-			if !strings.Contains(string(out), want) {
+			if !strings.Contains(out, want) {
 				t.Errorf("error output lacks %q:\n%s", want, out)
 			}
 		}
@@ -239,9 +193,8 @@ func TestBinary(t *testing.T) {
 	// under an open-file limit of 256: the per-address cap (64) keeps the
 	// descriptors free, and another address is served at once.
 	t.Run("stalled connections under a low open-file limit", func(t *testing.T) {
-		cmd := exec.Command("sh", "-c", `ulimit -n 256 && exec "$0" -addr 127.0.0.1:0`, bin)
-		base := startBinary(t, cmd)
-		host := strings.TrimPrefix(base, "http://")
+		g := startCmd(t, underFileLimit(256, command(release, nil, "-addr", "127.0.0.1:0")))
+		base, host := g.Base, g.Host
 		var stalled []net.Conn
 		for range 300 {
 			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: 5 * time.Second}
@@ -273,102 +226,24 @@ func TestBinary(t *testing.T) {
 	})
 
 	t.Run("graceful shutdown", func(t *testing.T) {
-		cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
-		stderr, _ := cmd.StderrPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill() })
-		addr := make(chan string, 1)
-		var logs strings.Builder
-		var mu sync.Mutex
-		readDone := make(chan struct{})
-		go func() {
-			defer close(readDone)
-			sc := bufio.NewScanner(stderr)
-			for sc.Scan() {
-				mu.Lock()
-				logs.WriteString(sc.Text() + "\n")
-				mu.Unlock()
-				var line struct{ Msg, Addr string }
-				if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "costgate listening" {
-					addr <- line.Addr
-				}
-			}
-		}()
-		var base string
-		select {
-		case a := <-addr:
-			base = "http://" + a
-		case <-time.After(30 * time.Second):
-			t.Fatal("the binary did not report listening")
-		}
-		if res, _ := get(t, base+"/healthz", nil); res.StatusCode != 200 {
+		g := startCmd(t, command(release, nil, "-addr", "127.0.0.1:0"))
+		if res, _ := get(t, g.Base+"/healthz", nil); res.StatusCode != 200 {
 			t.Fatalf("/healthz: %d", res.StatusCode)
 		}
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
+		if code, took := g.Stop(t); code != 0 || took > 15*time.Second {
+			t.Errorf("exit after SIGTERM: status %d after %v, want 0 within 15s", code, took)
 		}
-		errc := make(chan error, 1)
-		go func() {
-			// Wait closes the pipe: read it to its end first.
-			<-readDone
-			errc <- cmd.Wait()
-		}()
-		select {
-		case err := <-errc:
-			if err != nil {
-				mu.Lock()
-				t.Errorf("exit after SIGTERM: %v\n%s", err, logs.String())
-				mu.Unlock()
-			}
-		case <-time.After(15 * time.Second):
-			t.Fatal("no exit within 15s of SIGTERM")
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !strings.Contains(logs.String(), "shutting down") {
-			t.Errorf("logs lack the shutdown:\n%s", logs.String())
+		if !strings.Contains(g.Log.String(), "shutting down") {
+			t.Errorf("logs lack the shutdown:\n%s", g.Log.String())
 		}
 	})
-}
-
-// startBinary starts cmd (the built binary), waits for it to report
-// listening, and returns its base URL; it is killed when the test ends.
-func startBinary(t *testing.T, cmd *exec.Cmd) string {
-	t.Helper()
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "costgate listening" {
-				addr <- line.Addr
-			}
-		}
-	}()
-	select {
-	case a := <-addr:
-		return "http://" + a
-	case <-time.After(30 * time.Second):
-		t.Fatal("the binary did not report listening")
-	}
-	return ""
 }
 
 // The playground at / in a real headless browser with the network closed:
 // it loads, runs a query against the server, and the result shows
 // extensions.cost.
 func TestPlaygroundInBrowser(t *testing.T) {
-	base := startServer(t, []string{"-addr", "127.0.0.1:0"}, nil)
+	base := start(t, nil, "-addr", "127.0.0.1:0").Base
 	// The demo's page opens on the worked example with a demo key in its
 	// headers, so that a newcomer's first run is charged and shows its budget.
 	if _, page := get(t, base+"/", nil); !strings.Contains(page, `"X-API-Key":"demo-free"`) || !strings.Contains(page, "products(first: 10)") {
@@ -386,7 +261,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 // query with a dry run under the page's demo key, charging nothing, and
 // after a run shows the actual cost and the budget left.
 func TestPlaygroundCostPanel(t *testing.T) {
-	base := startServer(t, []string{"-addr", "127.0.0.1:0"}, nil)
+	base := start(t, nil, "-addr", "127.0.0.1:0").Base
 	budget := func() int64 { // the demo-free key's GraphQL bucket, read with a dry run
 		t.Helper()
 		req, _ := http.NewRequest("POST", base+"/graphql", strings.NewReader(`{"query":"{ products(first: 2) { nodes { title } } }"}`))
@@ -453,7 +328,7 @@ graphql: {path: ""}
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base := startServer(t, []string{"-addr", "127.0.0.1:0", "-config", cfgFile}, nil)
+	base := start(t, nil, "-addr", "127.0.0.1:0", "-config", cfgFile).Base
 	for i := range 12 {
 		res, _ := get(t, base+"/api/products", nil)
 		if res.StatusCode != 200 {
@@ -481,11 +356,11 @@ graphql: {path: ""}
 func TestProxyExample(t *testing.T) {
 	up := httptest.NewServer(upstreamHandler())
 	t.Cleanup(up.Close)
-	cfg, err := config.Load("examples/proxy/costgate.yaml")
+	cfg, err := config.Load(repoFile("examples/proxy/costgate.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, _ := os.ReadFile("examples/proxy/costgate.yaml")
+	data, _ := os.ReadFile(repoFile("examples/proxy/costgate.yaml"))
 	file := filepath.Join(t.TempDir(), "costgate.yaml")
 	patched := strings.Replace(string(data), "http://127.0.0.1:9000/graphql", up.URL+"/graphql", 1)
 	schema, err := filepath.Abs(cfg.GraphQL.Schema)
@@ -496,7 +371,7 @@ func TestProxyExample(t *testing.T) {
 	if err := os.WriteFile(file, []byte(patched), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base := startServer(t, []string{"-addr", "127.0.0.1:0", "-config", file}, nil)
+	base := start(t, nil, "-addr", "127.0.0.1:0", "-config", file).Base
 	req, _ := http.NewRequest("POST", base+"/graphql", strings.NewReader(`{"query":"{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-API-Key", "partner-key-1")
@@ -553,7 +428,7 @@ graphql: {path: ""}
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base := startServer(t, []string{"-addr", "127.0.0.1:0", "-config", cfgFile}, nil)
+	base := start(t, nil, "-addr", "127.0.0.1:0", "-config", cfgFile).Base
 	for i := range 3 {
 		if res, body := get(t, base+"/api/products", nil); res.StatusCode != 200 {
 			t.Fatalf("request %d: %d %s", i, res.StatusCode, body)
@@ -594,7 +469,7 @@ cors: {allowed_origins: [%q]}
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base := startServer(t, []string{"-addr", "127.0.0.1:0", "-config", file}, nil)
+	base := start(t, nil, "-addr", "127.0.0.1:0", "-config", file).Base
 	// The page sends a JSON body and an API key: a preflight first, then the call.
 	fetch := fmt.Sprintf(`fetch(%q, {method: "POST", headers: {"Content-Type": "application/json", "X-API-Key": "k1"},
   body: JSON.stringify({query: "{ products(first: 3) { nodes { id } } }"})})

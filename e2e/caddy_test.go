@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"net/http"
@@ -18,7 +18,7 @@ import (
 // client forged.
 func TestCaddyInFront(t *testing.T) {
 	conf := readmeBlock(t, "<!-- the Caddy config of TestCaddyInFront -->")
-	if file, err := os.ReadFile("examples/gateway/Caddyfile"); err != nil || string(file) != conf {
+	if file, err := os.ReadFile(repoFile("examples/gateway/Caddyfile")); err != nil || string(file) != conf {
 		t.Errorf("examples/gateway/Caddyfile (%v) is not the README's Caddyfile", err)
 	}
 	up := startShop(t)
@@ -35,14 +35,14 @@ func TestCaddyInFront(t *testing.T) {
 		w.Write([]byte("ok"))
 	}))
 	t.Cleanup(unlimited.Close)
-	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig)}, nil)
+	at := start(t, nil, "-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig))
 	caddy := caddytest.Start(t, func(port string) string {
 		return substitute(t, conf,
 			":8000 {", ":"+port+" {",
-			"forward_auth 127.0.0.1:8080 {", "forward_auth "+at.HTTP+" {",
+			"forward_auth 127.0.0.1:8080 {", "forward_auth "+at.Host+" {",
 			"reverse_proxy 127.0.0.1:9000", "reverse_proxy "+strings.TrimPrefix(unlimited.URL, "http://"))
 	})
-	frontedLimits(t, "http://"+caddy.Addr, "http://"+at.HTTP, "through Caddy")
+	frontedLimits(t, "http://"+caddy.Addr, "http://"+at.Host, "through Caddy")
 
 	forged := map[string]string{"X-RateLimit-Limit": "999", "X-RateLimit-Remaining": "999", "RateLimit": `"api";r=999;t=1`}
 	r := send(t, clientFrom("127.0.0.9"), "GET", "http://"+caddy.Addr+"/healthz", "", forged)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -42,7 +41,7 @@ import (
 // the tests run the README's configs as they are, so the two cannot drift.
 func readmeBlock(t *testing.T, marker string) string {
 	t.Helper()
-	data, err := os.ReadFile("README.md")
+	data, err := os.ReadFile(repoFile("README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,40 +70,6 @@ func substitute(t testing.TB, s string, pairs ...string) string {
 		s = strings.Replace(s, pairs[i], pairs[i+1], 1)
 	}
 	return s
-}
-
-// startServerAt is startServer returning every address run listens on.
-func startServerAt(t *testing.T, args []string, env map[string]string) listening {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan listening, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, args, func(k string) string { return env[k] }, io.Discard, nil, ready)
-	}()
-	select {
-	case at := <-ready:
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("server stopped with %v", err)
-			}
-		})
-		return at
-	case err := <-done:
-		cancel()
-		t.Fatalf("server did not start: %v", err)
-	}
-	return listening{}
-}
-
-func writeConfig(t *testing.T, yaml string) string {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "costgate.yaml")
-	if err := os.WriteFile(f, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // clientFrom is an HTTP client whose connections come from a loopback
@@ -178,14 +143,14 @@ graphql: {path: ""}
 func TestNginxInFront(t *testing.T) {
 	conf := readmeBlock(t, "<!-- the nginx config of TestNginxInFront -->")
 	up := startShop(t)
-	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig)}, nil)
+	at := start(t, nil, "-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig))
 	ngx := nginxtest.Start(t, func(listen string) string {
 		return substitute(t, conf,
-			"server 127.0.0.1:8080;", "server "+at.HTTP+";",
+			"server 127.0.0.1:8080;", "server "+at.Host+";",
 			"proxy_pass http://127.0.0.1:9000;", "proxy_pass "+up.URL+";",
 			"listen 80;", "listen "+listen+";")
 	})
-	frontedLimits(t, "http://"+ngx.Addr, "http://"+at.HTTP, "through nginx")
+	frontedLimits(t, "http://"+ngx.Addr, "http://"+at.Host, "through nginx")
 	if strings.Contains(ngx.Log(), "auth request unexpected status") {
 		t.Errorf("nginx could not relay a check:\n%s", ngx.Log())
 	}
@@ -575,22 +540,19 @@ func TestGatewaysShareOneBudget(t *testing.T) {
 		`  hash_key: "a long random secret shared by every gateway"`,
 		"  hash_key: \"a long random secret shared by every gateway\"\n  api_keys:\n    demo-free: {tenant: acme, plan: free}")
 	cfg += strings.Replace(gatewayConfig, "identity:\n  trusted_proxies: [\"127.0.0.1/32\"]\n  api_keys:\n    demo-free: {tenant: acme, plan: free}\ngateway: {username_header: X-Login-User}\n", "", 1)
-	env := map[string]string{"COSTGATE_CONFIG": writeConfig(t, cfg), "COSTGATE_REDIS_URL": "redis://" + rds.Addr() + "/0"}
-	embedded := startServerAt(t, []string{"-addr", "127.0.0.1:0"}, env) // its /api and /login: the middleware
-	gw := startServerAt(t, []string{"-addr", "127.0.0.1:0"}, env)       // its /v1/check and gRPC
-	if gw.GRPC == "" {
-		t.Fatal("grpc_listen: no gRPC service")
-	}
-	rls := dialGRPC(t, gw.GRPC)
+	env := []string{"COSTGATE_CONFIG=" + writeConfig(t, cfg), "COSTGATE_REDIS_URL=redis://" + rds.Addr() + "/0"}
+	embedded := start(t, env, "-addr", "127.0.0.1:0") // its /api and /login: the middleware
+	gw := start(t, env, "-addr", "127.0.0.1:0")       // its /v1/check and gRPC (grpc_listen)
+	rls := dialGRPC(t, gw.GRPC(t))
 	c := clientFrom("127.0.0.1") // a trusted proxy: X-Forwarded-For names the client
 
 	type door func(client, apiKey string) (allowed bool, remaining string)
 	middleware := func(client, apiKey string) (bool, string) {
-		r := send(t, c, "GET", "http://"+embedded.HTTP+"/api/products", "", map[string]string{"X-Forwarded-For": client, "X-API-Key": apiKey})
+		r := send(t, c, "GET", "http://"+embedded.Host+"/api/products", "", map[string]string{"X-Forwarded-For": client, "X-API-Key": apiKey})
 		return r.status == 200, r.header.Get("X-RateLimit-Remaining")
 	}
 	check := func(client, apiKey string) (bool, string) {
-		r := send(t, c, "GET", "http://"+gw.HTTP+"/v1/check", "", map[string]string{"X-Forwarded-Method": "GET",
+		r := send(t, c, "GET", "http://"+gw.Host+"/v1/check", "", map[string]string{"X-Forwarded-Method": "GET",
 			"X-Forwarded-Uri": "/api/products", "X-Forwarded-For": client, "X-API-Key": apiKey})
 		return r.status == 200, r.header.Get("X-RateLimit-Remaining")
 	}
@@ -634,9 +596,9 @@ func TestGatewaysShareOneBudget(t *testing.T) {
 		switch door {
 		case 0:
 			body, _ := json.Marshal(map[string]string{"username": user, "password": "guess"})
-			return send(t, c, "POST", "http://"+embedded.HTTP+"/login", string(body), map[string]string{"X-Forwarded-For": client}).status != 429
+			return send(t, c, "POST", "http://"+embedded.Host+"/login", string(body), map[string]string{"X-Forwarded-For": client}).status != 429
 		case 1:
-			return send(t, c, "GET", "http://"+gw.HTTP+"/v1/check", "", map[string]string{"X-Forwarded-Method": "POST",
+			return send(t, c, "GET", "http://"+gw.Host+"/v1/check", "", map[string]string{"X-Forwarded-Method": "POST",
 				"X-Forwarded-Uri": "/login", "X-Forwarded-For": client, "X-Login-User": user}).status == 200
 		}
 		resp := callRLS(t, rls, domain, envoyDescriptors(t, routes, envoyRequest{method: "POST", path: "/login", remote: client,
@@ -764,10 +726,10 @@ func TestNginxEverySpellingOfALockedLogin(t *testing.T) {
 		w.WriteHeader(http.StatusUnauthorized) // a login handler that routes every spelling: wrong password
 	}))
 	t.Cleanup(up.Close)
-	at := startServerAt(t, []string{"-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig)}, nil)
+	at := start(t, nil, "-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig))
 	ngx := nginxtest.Start(t, func(listen string) string {
 		return substitute(t, conf,
-			"server 127.0.0.1:8080;", "server "+at.HTTP+";",
+			"server 127.0.0.1:8080;", "server "+at.Host+";",
 			"proxy_pass http://127.0.0.1:9000;", "proxy_pass "+up.URL+";",
 			"listen 80;", "listen "+listen+";")
 	})
@@ -818,7 +780,7 @@ func TestNginxEverySpellingOfALockedLogin(t *testing.T) {
 	trusted := map[string]string{"X-Forwarded-For": "198.51.100.1", "X-Login-User": "victim"}
 	for _, method := range []string{"POST", "post", "Post"} {
 		for _, path := range []string{"/login", "/LOGIN/", "/login;x=1", "/login%2f"} {
-			if r := rawRequest(t, "127.0.0.1", at.HTTP, method, "/v1/check"+path, trusted, ""); !denied(r) {
+			if r := rawRequest(t, "127.0.0.1", at.Host, method, "/v1/check"+path, trusted, ""); !denied(r) {
 				t.Errorf("%s /v1/check%s: %d %v %s, want 429 by login_user", method, path, r.status, r.header, r.body)
 			}
 		}
