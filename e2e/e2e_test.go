@@ -1,6 +1,7 @@
 // Package e2e tests the built costgate binary from outside, as a user runs
 // it: real processes, real redis-server, nginx and caddy, over the network.
-// The binary is built once for the whole package (TestMain).
+// The binary is built once for the whole package (TestMain), with -race
+// when the tests run with it; start runs it and stops it when the test ends.
 package e2e
 
 import (
