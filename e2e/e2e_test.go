@@ -90,7 +90,7 @@ type Gateway struct {
 
 	exited  chan struct{} // closed once the process has exited
 	waitErr error         // cmd.Wait's, set before exited closes
-	stopped atomic.Bool   // the test sent SIGTERM
+	stopped atomic.Bool   // SIGTERM was sent
 }
 
 // command runs bin with args, in this process's environment less its
@@ -196,9 +196,19 @@ func startCmd(t testing.TB, cmd *exec.Cmd) *Gateway {
 	return g
 }
 
-// Stop sends SIGTERM and waits for the exit: the exit status (-1 for a
-// signal) and how long it took. The test fails if the process lives 20 s
-// on (it is killed then).
+// Terminate sends SIGTERM, once, without waiting: a graceful shutdown begins.
+func (g *Gateway) Terminate(t testing.TB) {
+	t.Helper()
+	if g.stopped.CompareAndSwap(false, true) {
+		if err := g.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Stop sends SIGTERM (unless Terminate did) and waits for the exit: the
+// exit status (-1 for a signal) and how long it took. The test fails if the
+// process lives 20 s on (it is killed then).
 func (g *Gateway) Stop(t testing.TB) (code int, took time.Duration) {
 	t.Helper()
 	code, took, ok := g.stop()
@@ -211,8 +221,9 @@ func (g *Gateway) Stop(t testing.TB) (code int, took time.Duration) {
 // stop is Stop without the test: ok is false if the process had to be killed.
 func (g *Gateway) stop() (code int, took time.Duration, ok bool) {
 	begin := time.Now()
-	g.stopped.Store(true)
-	g.Cmd.Process.Signal(syscall.SIGTERM) // an error: it has exited already
+	if g.stopped.CompareAndSwap(false, true) {
+		g.Cmd.Process.Signal(syscall.SIGTERM) // an error: it has exited already
+	}
 	select {
 	case <-g.exited:
 		ok = true

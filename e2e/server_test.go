@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,10 +226,65 @@ func TestBinary(t *testing.T) {
 		}
 	})
 
+	// A request in flight at SIGTERM (its upstream still thinking) is
+	// answered in full after the listener has closed to new connections.
 	t.Run("graceful shutdown", func(t *testing.T) {
-		g := startCmd(t, command(release, nil, "-addr", "127.0.0.1:0"))
+		var once sync.Once
+		arrived, answer := make(chan struct{}), make(chan struct{})
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			once.Do(func() { close(arrived) })
+			<-answer
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"data":{"products":{"nodes":[{"id":"p1"}]}}}`)
+		}))
+		t.Cleanup(up.Close)
+		g := startCmd(t, command(release, nil, "-config", proxyConfig(t, up.URL, "")))
 		if res, _ := get(t, g.Base+"/healthz", nil); res.StatusCode != 200 {
 			t.Fatalf("/healthz: %d", res.StatusCode)
+		}
+		type result struct {
+			status int
+			body   string
+			err    error
+		}
+		inFlight := make(chan result, 1)
+		go func() {
+			res, err := http.Post(g.Base+"/graphql", "application/json", strings.NewReader(`{"query":"{ products(first: 1) { nodes { id } } }"}`))
+			if err != nil {
+				inFlight <- result{err: err}
+				return
+			}
+			defer res.Body.Close()
+			b, err := io.ReadAll(res.Body)
+			inFlight <- result{res.StatusCode, string(b), err}
+		}()
+		select {
+		case <-arrived:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the request did not reach the upstream within 10s")
+		}
+		g.Terminate(t)
+		g.WaitLog(t, "shutting down", 1)
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			c, err := net.DialTimeout("tcp", g.Host, time.Second)
+			if err != nil {
+				break // the listener is closed: Shutdown is waiting for the request
+			}
+			c.Close()
+			if time.Now().After(deadline) {
+				t.Fatal("still accepting connections 10s after SIGTERM")
+			}
+			time.Sleep(10 * time.Millisecond) // polling a child's listener: no clock to inject
+		}
+		close(answer)
+		select {
+		case r := <-inFlight:
+			if r.err != nil || r.status != 200 || !strings.Contains(r.body, `"id":"p1"`) || !strings.Contains(r.body, `"actualQueryCost":2`) {
+				t.Errorf("the request in flight at SIGTERM: %d %s %v; want 200 with the upstream's data and its cost", r.status, r.body, r.err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("the request in flight at SIGTERM got no answer within 15s")
 		}
 		if code, took := g.Stop(t); code != 0 || took > 15*time.Second {
 			t.Errorf("exit after SIGTERM: status %d after %v, want 0 within 15s", code, took)
