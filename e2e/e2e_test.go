@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -80,11 +79,8 @@ func repoFile(path string) string { return filepath.Join(repoRoot(), path) }
 type Gateway struct {
 	Cmd *exec.Cmd
 	// Base is the main listener's URL (http://127.0.0.1:PORT), Host its
-	// address (127.0.0.1:PORT).
+	// address (127.0.0.1:PORT); Addr and GRPC find the others.
 	Base, Host string
-	// Addrs holds every listener the process reported, by log message
-	// ("costgate listening", "costgate gRPC rate-limit service listening", ...).
-	Addrs map[string]string
 	// Log is everything the process wrote to stderr.
 	Log *syncbuf.Buffer
 
@@ -138,24 +134,18 @@ func startCmd(t testing.TB, cmd *exec.Cmd) *Gateway {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	g := &Gateway{Cmd: cmd, Log: &syncbuf.Buffer{}, Addrs: map[string]string{}, exited: make(chan struct{})}
-	var mu sync.Mutex
+	g := &Gateway{Cmd: cmd, Log: &syncbuf.Buffer{}, exited: make(chan struct{})}
+	var host string
 	listening := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
-		once := sync.Once{}
 		for sc.Scan() { // read to the end: a full pipe would block the server's log
 			g.Log.Write(append(sc.Bytes(), '\n'))
 			var line struct{ Msg, Addr string }
-			if json.Unmarshal(sc.Bytes(), &line) != nil || line.Addr == "" {
-				continue
-			}
-			mu.Lock()
-			g.Addrs[line.Msg] = line.Addr
-			mu.Unlock()
-			if line.Msg == "costgate listening" {
-				once.Do(func() { close(listening) })
+			if host == "" && json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "costgate listening" && line.Addr != "" {
+				host = line.Addr
+				close(listening)
 			}
 		}
 		io.Copy(io.Discard, stderr)
@@ -189,10 +179,7 @@ func startCmd(t testing.TB, cmd *exec.Cmd) *Gateway {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("costgate did not report listening within 30s:\n%s", g.Log.String())
 	}
-	mu.Lock()
-	g.Host = g.Addrs["costgate listening"]
-	mu.Unlock()
-	g.Base = "http://" + g.Host
+	g.Host, g.Base = host, "http://"+host
 	return g
 }
 
