@@ -5,8 +5,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,18 +21,7 @@ import (
 // server is the one redis-server every Redis benchmark of the package uses.
 var server *redistest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if server, err = redistest.NewServer(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench: the Redis benchmarks need redis-server (apt-get install -y redis-server):", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := server.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m, &server) }
 
 // newClient returns a client of the shared server, as costgate's redisstore
 // requires it (ContextTimeoutEnabled). Every contender uses the same options.

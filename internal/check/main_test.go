@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,16 +22,7 @@ import (
 
 var redisServer *redistest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if redisServer, err = redistest.NewServer(); err != nil {
-		fmt.Fprintln(os.Stderr, "check tests need redis-server:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	redisServer.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m, &redisServer) }
 
 var prefixSeq atomic.Int64
 

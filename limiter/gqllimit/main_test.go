@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,16 +28,7 @@ import (
 
 var redisServer *redistest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if redisServer, err = redistest.NewServer(); err != nil {
-		fmt.Fprintln(os.Stderr, "gqllimit tests need redis-server:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	redisServer.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m, &redisServer) }
 
 var prefixSeq atomic.Int64
 

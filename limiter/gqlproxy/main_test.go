@@ -1,8 +1,6 @@
 package gqlproxy_test
 
 import (
-	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,16 +11,7 @@ import (
 
 var redisServer *redistest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if redisServer, err = redistest.NewServer(); err != nil {
-		fmt.Fprintln(os.Stderr, "gqlproxy tests need redis-server:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	redisServer.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m, &redisServer) }
 
 var prefixSeq atomic.Int64
 

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -31,16 +30,7 @@ import (
 
 var redisServer *redistest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if redisServer, err = redistest.NewServer(); err != nil {
-		fmt.Fprintln(os.Stderr, "httplimit tests need redis-server:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	redisServer.Close()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { redistest.Main(m, &redisServer) }
 
 var prefixSeq atomic.Int64
 

@@ -32,20 +32,7 @@ func TestMain(m *testing.M) {
 	if target := os.Getenv(proxyEnv); target != "" {
 		os.Exit(runProxy(target))
 	}
-	var err error
-	if standalone, err = redistest.NewServer(); err != nil {
-		fmt.Fprintln(os.Stderr, "redisstore tests need redis-server:", err)
-		os.Exit(1)
-	}
-	if cluster, err = redistest.NewCluster(); err != nil {
-		standalone.Close()
-		fmt.Fprintln(os.Stderr, "redisstore tests need a redis cluster:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	standalone.Close()
-	cluster.Close()
-	os.Exit(code)
+	redistest.MainWithCluster(m, &standalone, &cluster)
 }
 
 // backend is a Redis deployment the tests run against.
