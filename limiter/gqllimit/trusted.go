@@ -16,10 +16,12 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
 
 	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/internal/gqlexec"
 	"github.com/costgate/costgate/internal/manifest"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/header"
@@ -345,12 +347,12 @@ func (l *Limiter) compileEntry(schema *complexity.Schema, id, text string) (*tru
 	fail := func(op, code, format string, args ...any) []*DocumentError {
 		return []*DocumentError{{ID: id, Operation: op, Code: code, Message: fmt.Sprintf(format, args...)}}
 	}
-	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Name: id, Input: text}, l.cfg.MaxTokens)
+	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: text}, l.cfg.MaxTokens)
 	if err != nil {
 		if strings.Contains(err.Error(), "exceeded token limit") {
 			return nil, fail("", CodeMaxTokensExceeded, "the document has more than %d tokens", l.cfg.MaxTokens)
 		}
-		return nil, fail("", CodeParseFailed, "%s", err)
+		return nil, fail("", CodeParseFailed, "%s", gqlexec.ErrorMessage(err)+location(err))
 	}
 	if len(doc.Operations) == 0 {
 		return nil, fail("", CodeValidationFailed, "no operation in the document")
@@ -372,11 +374,18 @@ func (l *Limiter) compileEntry(schema *complexity.Schema, id, text string) (*tru
 		}
 	}
 	if errs := validator.ValidateWithRules(schema.AST(), doc, nil); len(errs) > 0 {
-		msg := errs[0].Error()
-		if len(errs) > 1 {
-			msg += fmt.Sprintf(" (and %d more)", len(errs)-1)
+		msg := errs[0].Message
+		if loc := errs[0].Locations; len(loc) > 0 {
+			msg += fmt.Sprintf(" (line %d, column %d)", loc[0].Line, loc[0].Column)
 		}
-		return nil, fail("", CodeValidationFailed, "%s", msg)
+		if len(errs) > 1 {
+			msg += fmt.Sprintf(", and %d more errors", len(errs)-1)
+		}
+		name := ""
+		if len(doc.Operations) == 1 {
+			name = doc.Operations[0].Name
+		}
+		return nil, fail(name, CodeValidationFailed, "%s", msg)
 	}
 	e := &trustedEntry{id: id, text: text, docs: make(map[string]*document, len(doc.Operations)+1)}
 	for i, op := range doc.Operations {
@@ -632,4 +641,13 @@ func (l *Limiter) trustedStreamed(ctx context.Context, c *connection, p *graphql
 		return trustedRequest{}, throttled
 	}
 	return trustedRequest{}, e
+}
+
+// location is " (line L, column C)" of a gqlparser error, or "".
+func location(err error) string {
+	var ge *gqlerror.Error
+	if errors.As(err, &ge) && len(ge.Locations) > 0 {
+		return fmt.Sprintf(" (line %d, column %d)", ge.Locations[0].Line, ge.Locations[0].Column)
+	}
+	return ""
 }
