@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/costgate/costgate/graph"
 	"github.com/costgate/costgate/internal/metricstest"
+	"github.com/costgate/costgate/internal/syncbuf"
 )
 
 // The documents of these tests: a query whose price depends on a variable,
@@ -227,20 +226,9 @@ func TestBinaryTrustedDocumentsLog(t *testing.T) {
 // output; it must exit within 30 s.
 func runToExit(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("%v did not exit within 30s:\n%s", args, out)
-	}
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), string(out)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return 0, string(out)
+	var out syncbuf.Buffer
+	status := runIn(t, "", &out, &out, args...)
+	return status, out.String()
 }
 
 // A listed document that does not validate, or costs more than max_cost,
