@@ -69,9 +69,11 @@ const DefaultTrustedCheckEvery = time.Second
 // parse or validate, it is over the depth, alias, field or token limits, or
 // its price, which no variable changes, is over MaxCost) stops the load with
 // a *DocumentError naming it, and a load that fails keeps the list in effect.
-// In log mode such a document is left out of the list with a warning. A
-// request for a listed document is then neither parsed nor priced again
-// (unless its price depends on variables: then once for each new value).
+// In log mode such a document is left out of the list with a warning.
+// costgate then neither parses nor prices a request for a listed document
+// (unless its price depends on variables: then once for each new value);
+// embedded, gqlgen is handed the listed text and keeps it parsed in its
+// query cache (handler.Server.SetQueryCache).
 type TrustedDocuments struct {
 	// File is the list's path. It is read when the Limiter is built (embedded
 	// without Config.Schema: when the extension is installed), and again when
