@@ -301,3 +301,16 @@ func TestTrustedDocsPreCommitHook(t *testing.T) {
 		t.Errorf("a commit without GraphQL: %v\n%s", err, out)
 	}
 }
+
+// The synopsis shown is the one costgate price -h gives.
+func TestTrustedDocsPriceSynopsis(t *testing.T) {
+	blocks := fenced(t, docSection(t, trustedDocs, "## `costgate price`, in the client's build"), "")
+	if len(blocks) == 0 || !strings.HasPrefix(blocks[0], "costgate price ") {
+		t.Fatalf("the section does not open with the synopsis: %q", blocks)
+	}
+	status, _, errOut := runPrice(t, "", "-h")
+	first, _, _ := strings.Cut(errOut, "\n")
+	if status != 0 || first != "usage: "+strings.TrimSpace(blocks[0]) {
+		t.Errorf("costgate price -h: %d %q, the docs show %q", status, first, blocks[0])
+	}
+}

@@ -516,3 +516,35 @@ func TestDocumentIDWithoutTrustedDocuments(t *testing.T) {
 		t.Errorf("got %d %s, want 400 %s", r.Status, r.Body, gqllimit.CodePersistedQueryNotSupported)
 	}
 }
+
+// documentId is a member of the request like the others: given twice, or
+// in another letter case, the request is ambiguous and refused before
+// anything runs or is charged.
+func TestTrustedDocumentIDReadOneWay(t *testing.T) {
+	e, ran, _ := newTrustedEnv(t, gqllimit.TrustedDocuments{Manifest: apolloManifest(listed...)}, nil)
+	cheap, dear := "sha256:"+sha(listedCheap), "sha256:"+sha(listedShop)
+	for name, body := range map[string]string{
+		"documentId twice":            `{"documentId":"` + dear + `","documentId":"` + cheap + `"}`,
+		"documentId in another case":  `{"documentId":"` + dear + `","documentid":"` + cheap + `"}`,
+		"documentId escaped":          `{"documentId":"` + dear + `","\u0064ocumentId":"` + cheap + `"}`,
+		"documentId that is a number": `{"documentId":12}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := e.available(t)
+			r := e.raw(t, "POST", "/graphql", []byte(body), nil)
+			if r.Status != 400 || r.Code() != gqllimit.CodeBadRequest {
+				t.Errorf("got %d %s, want 400 %s", r.Status, r.Body, gqllimit.CodeBadRequest)
+			}
+			if ops := ran.take(); len(ops) > 0 {
+				t.Errorf("gqlgen ran %q", ops[0].query)
+			}
+			if after := e.available(t); after != before {
+				t.Errorf("charged %d", before-after)
+			}
+		})
+	}
+	r := e.raw(t, "GET", "/graphql?documentId="+url.QueryEscape(dear)+"&documentId="+url.QueryEscape(cheap), nil, nil)
+	if r.Status != 400 || r.Code() != gqllimit.CodeBadRequest {
+		t.Errorf("GET, documentId twice: %d %s", r.Status, r.Body)
+	}
+}
