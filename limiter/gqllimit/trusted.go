@@ -227,7 +227,7 @@ func (l *Limiter) loadTrusted(schema *complexity.Schema, force bool) error {
 	}
 	sum := sha256.Sum256(data)
 	if !force && t.set.Load() != nil && sum == t.sum {
-		t.info = info // touched, not changed
+		t.info, t.failed = info, [32]byte{} // touched, or put back as it was: a failure to come is news
 		return nil
 	}
 	set, err := l.compileTrusted(schema, data)

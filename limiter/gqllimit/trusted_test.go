@@ -475,6 +475,19 @@ func TestTrustedDocumentsFileChanges(t *testing.T) {
 	if n := strings.Count(logs.String(), "the list in effect stays"); n != 1 {
 		t.Errorf("the broken file was logged %d times, want once:\n%s", n, logs)
 	}
+	// Put back as it was, then broken the same way again: news again.
+	writeManifest(t, path, apolloManifest(listedFixed, listedCheap, listedShop))
+	if err := e.gl.ReloadTrustedDocuments(); err != nil {
+		t.Fatal(err)
+	}
+	<-loads
+	writeManifest(t, path, []byte(`{"format":"apollo-persisted-query-manifest","version":1,"operations":[`))
+	if l := awaitLoad(); l.err == nil {
+		t.Fatalf("broken again: %+v", l)
+	}
+	if n := strings.Count(logs.String(), "the list in effect stays"); n != 2 {
+		t.Errorf("broken twice, logged %d times, want twice:\n%s", n, logs)
+	}
 
 	writeManifest(t, path, apolloManifest(listedCheap, listedShop))
 	if err := e.gl.ReloadTrustedDocuments(); err != nil {
@@ -502,6 +515,12 @@ func TestTrustedDocumentsWebsocket(t *testing.T) {
 			c.subscribe("3", held)
 			if code, _ := c.refused("3"); code != gqllimit.CodePersistedQueryNotInList {
 				t.Errorf("an unlisted subscription: %s, want %s", code, gqllimit.CodePersistedQueryNotInList)
+			}
+			// An unknown hash is a result, as gqlgen's own APQ answers it.
+			payload, _ = json.Marshal(map[string]any{"extensions": map[string]any{"persistedQuery": map[string]any{"version": 1, "sha256Hash": sha(held)}}})
+			c.send(wsMessage{ID: "4", Type: proto.subscribe, Payload: payload})
+			if m := c.await("4"); m.Type != proto.next || !strings.Contains(string(m.Payload), gqllimit.CodePersistedQueryNotFound) {
+				t.Errorf("an unknown hash: %s %s, want a result with %s", m.Type, m.Payload, gqllimit.CodePersistedQueryNotFound)
 			}
 		})
 	}
