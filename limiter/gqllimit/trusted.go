@@ -73,7 +73,7 @@ const DefaultTrustedCheckEvery = time.Second
 // costgate then neither parses nor prices a request for a listed document
 // (unless its price depends on variables: then once for each new value);
 // embedded, gqlgen is handed the listed text and keeps it parsed in its
-// query cache (handler.Server.SetQueryCache).
+// query cache, when it has one (handler.Server.SetQueryCache, NewQueryCache).
 type TrustedDocuments struct {
 	// File is the list's path. It is read when the Limiter is built (embedded
 	// without Config.Schema: when the extension is installed), and again when
