@@ -33,12 +33,13 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/costgate/costgate/internal/config"
+	"github.com/costgate/costgate/internal/price"
 	"github.com/costgate/costgate/internal/server"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "price" { // costgate price: price.go
-		os.Exit(price(os.Args[2:], os.Stdout, os.Stderr))
+	if len(os.Args) > 1 && os.Args[1] == "price" { // costgate price: internal/price
+		os.Exit(price.Run(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -1,4 +1,9 @@
-package main
+// Package price is costgate price: a client's operations, or its manifest
+// of trusted documents, priced and checked as the server would, for the
+// client's build (docs/trusted-documents.md).
+//
+//	os.Exit(price.Run(os.Args[2:], os.Stdout, os.Stderr))
+package price
 
 import (
 	"encoding/json"
@@ -26,12 +31,12 @@ import (
 
 // Exit statuses of costgate price.
 const (
-	priceOK     = 0 // every operation can run
-	priceFailed = 1 // one cannot: it does not parse or validate, or is over a limit
-	priceUsage  = 2 // the check could not run: a flag, a file, the schema
+	ExitOK     = 0 // every operation can run
+	ExitFailed = 1 // one cannot: it does not parse or validate, or is over a limit
+	ExitUsage  = 2 // the check could not run: a flag, a file, the schema
 )
 
-const priceUsageText = `usage: costgate price -schema schema.graphqls [-costs costs.yaml] [-max-cost 1000] [-json] FILE...
+const ExitUsageText = `usage: costgate price -schema schema.graphqls [-costs costs.yaml] [-max-cost 1000] [-json] FILE...
 
 Prices each operation of each FILE as costgate would: a .graphql document
 (fragments may be defined in any of the files given), or a manifest of
@@ -43,8 +48,8 @@ check cannot run). The limits and the pricing default to the server's.
 
 `
 
-// priceConfig is what costgate price checks against.
-type priceConfig struct {
+// checker is what costgate price checks against.
+type checker struct {
 	schema     *complexity.Schema
 	maxCost    int64
 	maxDepth   int
@@ -53,8 +58,8 @@ type priceConfig struct {
 	maxTokens  int
 }
 
-// pricedOperation is one line of costgate price's answer.
-type pricedOperation struct {
+// operation is one line of costgate price's answer.
+type operation struct {
 	File string `json:"file"`
 	Line int    `json:"line,omitempty"`
 	// ID is the document's id in a manifest.
@@ -69,9 +74,9 @@ type pricedOperation struct {
 	Fields  int    `json:"fields"`
 	// CostVariables are the variables the price depends on: each request
 	// is priced with its own values.
-	CostVariables  []string    `json:"costVariables,omitempty"`
-	CostliestPaths []pathCost  `json:"costliestPaths"`
-	Error          *priceError `json:"error,omitempty"`
+	CostVariables  []string   `json:"costVariables,omitempty"`
+	CostliestPaths []pathCost `json:"costliestPaths"`
+	Error          *problem   `json:"error,omitempty"`
 }
 
 // pathCost is what one response path adds to the price by itself: its
@@ -82,9 +87,9 @@ type pathCost struct {
 	Cost int64  `json:"cost"`
 }
 
-// priceError is why an operation cannot run, with the code a request for
+// problem is why an operation cannot run, with the code a request for
 // it would be answered.
-type priceError struct {
+type problem struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
@@ -92,12 +97,13 @@ type priceError struct {
 // costliestShown is how many paths an operation lists.
 const costliestShown = 3
 
-// price runs costgate price with args (what follows "price").
-func price(args []string, stdout, stderr io.Writer) int {
+// Run runs costgate price with args (what follows "price") and returns
+// the exit status.
+func Run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("costgate price", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, priceUsageText)
+		fmt.Fprint(stderr, ExitUsageText)
 		fs.PrintDefaults()
 	}
 	schemaPath := fs.String("schema", "", "the server's schema (SDL), with its @cost and @listSize")
@@ -114,13 +120,13 @@ func price(args []string, stdout, stderr io.Writer) int {
 	introspectionCost := fs.Int("introspection-cost", complexity.DefaultIntrospectionCost, "graphql.introspection_cost")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return priceOK
+			return ExitOK
 		}
-		return priceUsage
+		return ExitUsage
 	}
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "costgate price: "+format+"\n", a...)
-		return priceUsage
+		return ExitUsage
 	}
 	switch {
 	case *schemaPath == "":
@@ -157,13 +163,13 @@ func price(args []string, stdout, stderr io.Writer) int {
 		}
 		return usage("%v", err)
 	}
-	pc := priceConfig{schema: schema, maxCost: *maxCost, maxDepth: *maxDepth, maxAliases: *maxAliases, maxFields: *maxFields, maxTokens: *maxTokens}
+	c := checker{schema: schema, maxCost: *maxCost, maxDepth: *maxDepth, maxAliases: *maxAliases, maxFields: *maxFields, maxTokens: *maxTokens}
 
-	var ops []pricedOperation
+	var ops []operation
 	var documents []string
 	for _, path := range fs.Args() {
 		if strings.EqualFold(filepath.Ext(path), ".json") {
-			more, err := pc.priceManifest(path)
+			more, err := c.priceManifest(path)
 			if err != nil {
 				return usage("%v", err)
 			}
@@ -172,7 +178,7 @@ func price(args []string, stdout, stderr io.Writer) int {
 		}
 		documents = append(documents, path)
 	}
-	more, err := pc.priceDocuments(documents)
+	more, err := c.priceDocuments(documents)
 	if err != nil {
 		return usage("%v", err)
 	}
@@ -196,21 +202,21 @@ func price(args []string, stdout, stderr io.Writer) int {
 	}()
 	if *asJSON {
 		out, _ := json.MarshalIndent(struct {
-			Operations []pricedOperation `json:"operations"`
-			Failed     int               `json:"failed"`
+			Operations []operation `json:"operations"`
+			Failed     int         `json:"failed"`
 		}{ops, failed}, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", out)
 	} else {
 		writeTable(stdout, ops)
 	}
 	if failed > 0 {
-		return priceFailed
+		return ExitFailed
 	}
-	return priceOK
+	return ExitOK
 }
 
 // label names an operation for a person: its name, and where it is.
-func (op *pricedOperation) label() string {
+func (op *operation) label() string {
 	if op.Type == "" && op.Name == "" { // the file as a whole
 		if op.Line > 0 {
 			return fmt.Sprintf("%s:%d", op.File, op.Line)
@@ -231,7 +237,7 @@ func (op *pricedOperation) label() string {
 	return fmt.Sprintf("%s (%s:%d)", name, op.File, op.Line)
 }
 
-func writeTable(w io.Writer, ops []pricedOperation) {
+func writeTable(w io.Writer, ops []operation) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "OPERATION\tCOST\tDEPTH\tALIASES\tFIELDS\tRESULT\tCOSTLIEST PATHS")
 	varying := false
@@ -262,7 +268,7 @@ func writeTable(w io.Writer, ops []pricedOperation) {
 
 // priceManifest prices each document of a manifest as the server does when
 // the list loads: each body on its own, exactly as clients send it.
-func (pc priceConfig) priceManifest(path string) ([]pricedOperation, error) {
+func (c checker) priceManifest(path string) ([]operation, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -270,21 +276,21 @@ func (pc priceConfig) priceManifest(path string) ([]pricedOperation, error) {
 	docs, err := manifest.Parse(data)
 	if err != nil {
 		// The list itself is what the build must fix.
-		return []pricedOperation{{File: path, Error: &priceError{Code: "BAD_MANIFEST", Message: err.Error()}}}, nil
+		return []operation{{File: path, Error: &problem{Code: "BAD_MANIFEST", Message: err.Error()}}}, nil
 	}
-	var ops []pricedOperation
+	var ops []operation
 	for _, d := range docs {
-		base := pricedOperation{File: path, ID: d.ID, Name: d.Name, Type: d.Type}
-		doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: d.Body}, pc.maxTokens)
+		base := operation{File: path, ID: d.ID, Name: d.Name, Type: d.Type}
+		doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: d.Body}, c.maxTokens)
 		if err != nil {
-			base.Error = &priceError{Code: gqllimit.CodeParseFailed, Message: describe(err, "")}
+			base.Error = &problem{Code: gqllimit.CodeParseFailed, Message: describe(err, "")}
 			if strings.Contains(err.Error(), "exceeded token limit") {
-				base.Error = &priceError{Code: gqllimit.CodeMaxTokensExceeded, Message: fmt.Sprintf("the document has more than %d tokens", pc.maxTokens)}
+				base.Error = &problem{Code: gqllimit.CodeMaxTokensExceeded, Message: fmt.Sprintf("the document has more than %d tokens", c.maxTokens)}
 			}
 			ops = append(ops, base)
 			continue
 		}
-		ops = append(ops, pc.priceDocument(base, doc)...)
+		ops = append(ops, c.priceDocument(base, doc)...)
 	}
 	return ops, nil
 }
@@ -292,7 +298,7 @@ func (pc priceConfig) priceManifest(path string) ([]pricedOperation, error) {
 // priceDocuments prices every operation of .graphql files, each with the
 // fragments it spreads, from whichever file defines them (as a client
 // sends an operation and its fragments).
-func (pc priceConfig) priceDocuments(paths []string) ([]pricedOperation, error) {
+func (c checker) priceDocuments(paths []string) ([]operation, error) {
 	type located struct {
 		op   *ast.OperationDefinition
 		file string
@@ -300,7 +306,7 @@ func (pc priceConfig) priceDocuments(paths []string) ([]pricedOperation, error) 
 	var ops []located
 	fragments := map[string]*ast.FragmentDefinition{}
 	fragmentFile := map[string]string{}
-	var out []pricedOperation
+	var out []operation
 	for _, path := range paths {
 		text, err := os.ReadFile(path)
 		if err != nil {
@@ -308,7 +314,7 @@ func (pc priceConfig) priceDocuments(paths []string) ([]pricedOperation, error) 
 		}
 		doc, err := parser.ParseQuery(&ast.Source{Name: path, Input: string(text)})
 		if err != nil {
-			out = append(out, pricedOperation{File: path, Line: line(err), Error: &priceError{Code: gqllimit.CodeParseFailed, Message: describe(err, path)}})
+			out = append(out, operation{File: path, Line: line(err), Error: &problem{Code: gqllimit.CodeParseFailed, Message: describe(err, path)}})
 			continue
 		}
 		for _, op := range doc.Operations {
@@ -316,7 +322,7 @@ func (pc priceConfig) priceDocuments(paths []string) ([]pricedOperation, error) 
 		}
 		for _, f := range doc.Fragments {
 			if other, ok := fragmentFile[f.Name]; ok {
-				out = append(out, pricedOperation{File: path, Line: f.Position.Line, Name: f.Name, Error: &priceError{Code: gqllimit.CodeValidationFailed,
+				out = append(out, operation{File: path, Line: f.Position.Line, Name: f.Name, Error: &problem{Code: gqllimit.CodeValidationFailed,
 					Message: fmt.Sprintf("fragment %s is defined twice, here and in %s", f.Name, other)}})
 				continue
 			}
@@ -325,8 +331,8 @@ func (pc priceConfig) priceDocuments(paths []string) ([]pricedOperation, error) 
 	}
 	for _, l := range ops {
 		doc := &ast.QueryDocument{Operations: ast.OperationList{l.op}, Fragments: spreadFragments(l.op.SelectionSet, fragments)}
-		base := pricedOperation{File: l.file, Line: l.op.Position.Line, Name: l.op.Name, Type: string(l.op.Operation)}
-		out = append(out, pc.priceDocument(base, doc)...)
+		base := operation{File: l.file, Line: l.op.Position.Line, Name: l.op.Name, Type: string(l.op.Operation)}
+		out = append(out, c.priceDocument(base, doc)...)
 	}
 	return out, nil
 }
@@ -361,12 +367,12 @@ func spreadFragments(set ast.SelectionSet, fragments map[string]*ast.FragmentDef
 // priceDocument checks each operation of doc as a request for it would be
 // checked, in the server's order: its depth, aliases and fields, then
 // validation, then its price.
-func (pc priceConfig) priceDocument(base pricedOperation, doc *ast.QueryDocument) []pricedOperation {
+func (c checker) priceDocument(base operation, doc *ast.QueryDocument) []operation {
 	if len(doc.Operations) == 0 {
-		base.Error = &priceError{Code: gqllimit.CodeValidationFailed, Message: "no operation in the document"}
-		return []pricedOperation{base}
+		base.Error = &problem{Code: gqllimit.CodeValidationFailed, Message: "no operation in the document"}
+		return []operation{base}
 	}
-	out := make([]pricedOperation, len(doc.Operations))
+	out := make([]operation, len(doc.Operations))
 	for i, op := range doc.Operations {
 		out[i] = base
 		if out[i].Name == "" || len(doc.Operations) > 1 {
@@ -378,13 +384,13 @@ func (pc priceConfig) priceDocument(base pricedOperation, doc *ast.QueryDocument
 		}
 		m, err := complexity.Measure(doc, op.Name)
 		if err != nil {
-			out[i].Error = &priceError{Code: gqllimit.CodeValidationFailed, Message: err.Error()}
+			out[i].Error = &problem{Code: gqllimit.CodeValidationFailed, Message: err.Error()}
 			continue
 		}
 		out[i].Depth, out[i].Aliases, out[i].Fields = m.Depth, m.Aliases, m.Fields
-		out[i].Error = pc.shape(m)
+		out[i].Error = c.shape(m)
 	}
-	if errs := validator.ValidateWithRules(pc.schema.AST(), doc, nil); len(errs) > 0 {
+	if errs := validator.ValidateWithRules(c.schema.AST(), doc, nil); len(errs) > 0 {
 		file := base.File
 		if base.ID != "" {
 			file = "" // a manifest's document: its lines are the document's
@@ -395,7 +401,7 @@ func (pc priceConfig) priceDocument(base pricedOperation, doc *ast.QueryDocument
 		}
 		for i := range out {
 			if out[i].Error == nil {
-				out[i].Error = &priceError{Code: gqllimit.CodeValidationFailed, Message: msg}
+				out[i].Error = &problem{Code: gqllimit.CodeValidationFailed, Message: msg}
 			}
 		}
 		return out
@@ -404,8 +410,8 @@ func (pc priceConfig) priceDocument(base pricedOperation, doc *ast.QueryDocument
 		if out[i].Error != nil {
 			continue
 		}
-		out[i].CostVariables = pc.schema.CostVariables(op)
-		res, err := pc.schema.AnalyzeOperation(op, nil, complexity.WithBreakdown())
+		out[i].CostVariables = c.schema.CostVariables(op)
+		res, err := c.schema.AnalyzeOperation(op, nil, complexity.WithBreakdown())
 		if err != nil {
 			var oe *complexity.OperationError
 			switch {
@@ -413,31 +419,31 @@ func (pc priceConfig) priceDocument(base pricedOperation, doc *ast.QueryDocument
 				// With the variables left out it cannot be priced; each
 				// request is, with its own.
 			case errors.As(err, &oe):
-				out[i].Error = &priceError{Code: oe.Code, Message: oe.Error()}
+				out[i].Error = &problem{Code: oe.Code, Message: oe.Error()}
 			default:
-				out[i].Error = &priceError{Code: gqllimit.CodeValidationFailed, Message: err.Error()}
+				out[i].Error = &problem{Code: gqllimit.CodeValidationFailed, Message: err.Error()}
 			}
 			continue
 		}
 		cost := max(res.Cost, 1)
 		out[i].Cost = &cost
 		out[i].CostliestPaths = costliest(res.Breakdown, costliestShown)
-		if cost > pc.maxCost {
-			out[i].Error = &priceError{Code: gqllimit.CodeMaxCostExceeded, Message: fmt.Sprintf("the operation costs %d, more than the maximum of %d", cost, pc.maxCost)}
+		if cost > c.maxCost {
+			out[i].Error = &problem{Code: gqllimit.CodeMaxCostExceeded, Message: fmt.Sprintf("the operation costs %d, more than the maximum of %d", cost, c.maxCost)}
 		}
 	}
 	return out
 }
 
 // shape checks depth, aliases and fields against the limits.
-func (pc priceConfig) shape(m complexity.Limits) *priceError {
+func (c checker) shape(m complexity.Limits) *problem {
 	switch {
-	case m.Depth > pc.maxDepth:
-		return &priceError{Code: gqllimit.CodeMaxDepthExceeded, Message: fmt.Sprintf("the operation is %d fields deep, more than the maximum of %d", m.Depth, pc.maxDepth)}
-	case m.Aliases > pc.maxAliases:
-		return &priceError{Code: gqllimit.CodeMaxAliasesExceeded, Message: fmt.Sprintf("the operation has %d aliases, more than the maximum of %d", m.Aliases, pc.maxAliases)}
-	case m.Fields > pc.maxFields:
-		return &priceError{Code: gqllimit.CodeMaxFieldsExceeded, Message: fmt.Sprintf("the operation selects %d fields, more than the maximum of %d", m.Fields, pc.maxFields)}
+	case m.Depth > c.maxDepth:
+		return &problem{Code: gqllimit.CodeMaxDepthExceeded, Message: fmt.Sprintf("the operation is %d fields deep, more than the maximum of %d", m.Depth, c.maxDepth)}
+	case m.Aliases > c.maxAliases:
+		return &problem{Code: gqllimit.CodeMaxAliasesExceeded, Message: fmt.Sprintf("the operation has %d aliases, more than the maximum of %d", m.Aliases, c.maxAliases)}
+	case m.Fields > c.maxFields:
+		return &problem{Code: gqllimit.CodeMaxFieldsExceeded, Message: fmt.Sprintf("the operation selects %d fields, more than the maximum of %d", m.Fields, c.maxFields)}
 	}
 	return nil
 }
