@@ -141,7 +141,7 @@ type trust struct {
 	mu      sync.Mutex  // serialises loads
 	info    os.FileInfo // of File, as the list in effect was read
 	sum     [32]byte    // of the content in effect
-	failed  [32]byte    // of the last content that failed to load, logged once
+	failed  [32]byte    // of the last failure (the content, or the error reading it), reported once
 	next    atomic.Int64
 	looking atomic.Bool
 
@@ -163,8 +163,8 @@ type trustedSet struct {
 
 // trustedEntry is one listed text, parsed, validated and priced.
 type trustedEntry struct {
-	id, text string
-	docs     map[string]*document // by operation name; "" for the only operation
+	text string
+	docs map[string]*document // by operation name; "" for the only operation
 }
 
 // lookup is the entry documentId names: the list's id as it is, or
@@ -195,10 +195,10 @@ func newTrust(cfg TrustedDocuments) *trust {
 }
 
 // ReloadTrustedDocuments reads the trusted documents again (File, or
-// Manifest) and puts them in effect; on error the list in effect stays.
-// Costgate's server calls it on SIGHUP by building anew; an application may
-// call it from a signal of its own. Without trusted documents it does
-// nothing.
+// Manifest) and puts them in effect; on error the list in effect stays. An
+// application may call it from a signal handler of its own (costgate's
+// server builds a new Limiter on SIGHUP instead). Without trusted
+// documents it does nothing.
 func (l *Limiter) ReloadTrustedDocuments() error {
 	if l.trust == nil {
 		return nil
@@ -389,7 +389,7 @@ func (l *Limiter) compileEntry(schema *complexity.Schema, id, text string) (*tru
 		}
 		return nil, fail(name, CodeValidationFailed, "%s", msg)
 	}
-	e := &trustedEntry{id: id, text: text, docs: make(map[string]*document, len(doc.Operations)+1)}
+	e := &trustedEntry{text: text, docs: make(map[string]*document, len(doc.Operations)+1)}
 	for i, op := range doc.Operations {
 		d := &document{doc: doc, limits: measured[i]}
 		// Priced with the variables left out: a price that no variable
