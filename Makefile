@@ -9,9 +9,10 @@ test: deps
 # The programs the tests run (never a fake), each with the Debian package
 # it comes in: redis-server; chromium for the playground's browser tests;
 # nginx and caddy in front of a service, costgate as their auth_request and
-# forward_auth; promtool for deploy's alert rules. What is missing is
+# forward_auth; promtool for deploy's alert rules; git for the client
+# repository of docs/trusted-documents.md's pre-commit hook. What is missing is
 # installed with apt-get as root, else the install command is printed.
-TEST_PROGRAMS = redis-server:redis-server chromium:chromium nginx:nginx caddy:caddy promtool:prometheus
+TEST_PROGRAMS = redis-server:redis-server chromium:chromium nginx:nginx caddy:caddy promtool:prometheus git:git
 
 deps:
 	@missing=""; \

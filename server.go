@@ -8,6 +8,12 @@
 // A flag beats its environment variable (COSTGATE_ADDR, COSTGATE_CONFIG,
 // COSTGATE_REDIS_URL), which beats the config file, which beats the default.
 // SIGHUP reloads the config file; SIGTERM shuts down gracefully.
+//
+//	costgate price -schema schema.graphqls [-costs costs.yaml] [-max-cost 1000] [-json] FILE...
+//
+// prices a client's operations, or its manifest of trusted documents, as
+// the server would, and exits 1 naming any that could not run: for a
+// client's CI (docs/trusted-documents.md).
 package main
 
 import (
@@ -27,10 +33,14 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/costgate/costgate/internal/config"
+	"github.com/costgate/costgate/internal/price"
 	"github.com/costgate/costgate/internal/server"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "price" { // costgate price: internal/price
+		os.Exit(price.Run(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	hup := make(chan os.Signal, 1)

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -195,10 +197,36 @@ func cannedUpstream(b *testing.B, body []byte) *httptest.Server {
 // memory costgate adds shows in B/op and allocs/op (two requests per op). It
 // reports each contender's cpu-ns per request and share-%: costgate's added
 // CPU time in percent of gqlgen's.
+//
+// trusted=none is costgate without trusted documents, sent the query's
+// text; trusted=text and trusted=id list the query among trusted documents
+// and send it by its text and by its documentId. gqlgen alone is always
+// sent the text.
 func BenchmarkGraphQLShare(b *testing.B) {
-	body := shopBody(b)
-	alone, limited := shopServer(), graphqlLimiter(b, nil).Handler(shopServer())
-	serve := func(h http.Handler) time.Duration {
+	text := shopBody(b)
+	byID, err := json.Marshal(map[string]any{"documentId": "sha256:" + sha256Hex(shopQuery), "variables": map[string]any{"first": 10}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		trusted bool
+		body    []byte
+	}{{"trusted=none", false, text}, {"trusted=text", true, text}, {"trusted=id", true, byID}} {
+		b.Run(tc.name, func(b *testing.B) {
+			gl := graphqlLimiter(b, nil)
+			if tc.trusted {
+				gl = trustedLimiter(b, shopQuery)
+			}
+			shareLoop(b, shopServer(), text, gl.Handler(shopServer()), tc.body)
+		})
+	}
+}
+
+// shareLoop serves aloneBody to alone and limitedBody to limited,
+// alternately, as BenchmarkGraphQLShare describes.
+func shareLoop(b *testing.B, alone http.Handler, aloneBody []byte, limited http.Handler, limitedBody []byte) {
+	serve := func(h http.Handler, body []byte) time.Duration {
 		req := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
@@ -210,8 +238,8 @@ func BenchmarkGraphQLShare(b *testing.B) {
 		}
 		return spent
 	}
-	serve(alone)
-	serve(limited)
+	serve(alone, aloneBody)
+	serve(limited, limitedBody)
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	b.ReportAllocs()
 	var gqlgen, costgate time.Duration
@@ -220,16 +248,55 @@ func BenchmarkGraphQLShare(b *testing.B) {
 			runtime.GC()
 		}
 		if i%2 == 0 { // each goes first half the time
-			gqlgen += serve(alone)
-			costgate += serve(limited)
+			gqlgen += serve(alone, aloneBody)
+			costgate += serve(limited, limitedBody)
 		} else {
-			costgate += serve(limited)
-			gqlgen += serve(alone)
+			costgate += serve(limited, limitedBody)
+			gqlgen += serve(alone, aloneBody)
 		}
 	}
 	b.ReportMetric(float64(gqlgen)/float64(b.N), "gqlgen-cpu-ns/op")
 	b.ReportMetric(float64(costgate)/float64(b.N), "costgate-cpu-ns/op")
 	b.ReportMetric(100*float64(costgate-gqlgen)/float64(gqlgen), "share-%")
+}
+
+// trustedLimiter is graphqlLimiter with documents as its trusted documents
+// (Apollo's manifest), priced with the shop's schema.
+func trustedLimiter(b *testing.B, documents ...string) *gqllimit.Limiter {
+	b.Helper()
+	var ops []map[string]string
+	for _, d := range documents {
+		ops = append(ops, map[string]string{"id": sha256Hex(d), "name": "", "type": "query", "body": d})
+	}
+	manifest, err := json.Marshal(map[string]any{"format": "apollo-persisted-query-manifest", "version": 1, "operations": ops})
+	if err != nil {
+		b.Fatal(err)
+	}
+	discard := slog.New(slog.DiscardHandler)
+	lim, err := limiter.New(memstore.New(nil), limiter.WithLogger(discard))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids, err := identity.New(identity.Config{HashKey: []byte("bench-hash-key-0123456789")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	schema, err := complexity.NewSchema(graph.NewExecutableSchema(graph.Config{}).Schema())
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &limiter.Policy{Name: "graphql", Algorithm: limiter.TokenBucket, Limit: 1 << 30, Period: time.Second, Key: []string{"ip"}}
+	gl, err := gqllimit.New(gqllimit.Config{Limiter: lim, Policy: p, Identity: ids, Schema: schema, Logger: discard,
+		TrustedDocuments: &gqllimit.TrustedDocuments{Manifest: manifest}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return gl
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // processCPUNow is the CPU time of the whole process so far, to the

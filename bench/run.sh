@@ -102,10 +102,10 @@ libtables() {
 		if grep -q "^BenchmarkGraphQLShare" "$work/lib.txt"; then
 			echo "#### BenchmarkGraphQLShare"
 			echo
-			echo "gqlgen alone and behind costgate, request by request in one loop: each one's CPU per request, and share-% = costgate's added CPU in percent of gqlgen's (median of the runs)."
+			echo "gqlgen alone and behind costgate, request by request in one loop: each one's CPU per request, and share-% = costgate's added CPU in percent of gqlgen's (median of the runs). Columns: costgate without trusted documents (none), and with the query listed, sent by its text (text) and by its documentId (id)."
 			echo
 			echo '```'
-			benchstat -filter ".name:GraphQLShare" "$work/lib.txt" 2>&1
+			benchstat -col /trusted -filter ".name:GraphQLShare" "$work/lib.txt" 2>&1
 			echo '```'
 			echo
 		fi

@@ -124,6 +124,19 @@ func (c *Config) graphqlLimits() gqllimit.Limits {
 // GraphQLLimits is the graphql section as gqllimit's limits.
 func (c *Config) GraphQLLimits() gqllimit.Limits { return c.graphqlLimits() }
 
+// trustModes maps graphql.trusted_documents.mode onto gqllimit's.
+var trustModes = map[string]gqllimit.TrustMode{"": gqllimit.TrustEnforce, "enforce": gqllimit.TrustEnforce, "log": gqllimit.TrustLog}
+
+// TrustedDocuments is graphql.trusted_documents as gqllimit's, nil when the
+// file gives none; the caller sets the hooks.
+func (c *Config) TrustedDocuments() *gqllimit.TrustedDocuments {
+	td := c.GraphQL.TrustedDocuments
+	if td == nil {
+		return nil
+	}
+	return &gqllimit.TrustedDocuments{File: td.File, Mode: trustModes[td.Mode]}
+}
+
 // ComplexityOptions is the graphql section's pricing.
 func (c *Config) ComplexityOptions() []complexity.Option {
 	g := c.GraphQL

@@ -83,6 +83,7 @@ graphql:
   # costs: {}             # schema coordinate -> cost settings over the schema's directives, or a file path
   # schema_refresh: 5m     # with schema: introspect; 0: at start only
   # introspection_headers: {}  # sent with the introspection query (never a client's headers)
+  # trusted_documents: {file: persisted-documents.json, mode: enforce}  # only the listed operations run; or mode: log (docs/trusted-documents.md)
 # cors: {allowed_origins: []}   # browser clients; rate-limit headers are exposed to them
 `
 
@@ -281,6 +282,20 @@ type GraphQLConfig struct {
 	// IntrospectionHeaders are sent with the introspection query, and
 	// nothing else is: never a client's headers.
 	IntrospectionHeaders map[string]string `yaml:"introspection_headers"`
+	// TrustedDocuments, when given, are the operations clients may run
+	// (docs/trusted-documents.md); embedded and in proxy mode.
+	TrustedDocuments *TrustedDocumentsConfig `yaml:"trusted_documents"`
+}
+
+// TrustedDocumentsConfig is graphql.trusted_documents.
+type TrustedDocumentsConfig struct {
+	// File is Apollo's persisted query manifest, or a {"id": "document"}
+	// map (Relay, GraphQL Codegen); a relative path is the config file's
+	// directory's. It is read at start, on SIGHUP and when it changes.
+	File string `yaml:"file"`
+	// Mode is enforce (the default: only the listed documents run) or log
+	// (others run, logged and counted).
+	Mode string `yaml:"mode"`
 }
 
 // SchemaIntrospect, as graphql.schema, reads the upstream's schema by
@@ -426,6 +441,9 @@ func Load(path string) (*Config, error) {
 	}
 	if s := c.GraphQL.Schema; s != "" && s != SchemaIntrospect && !filepath.IsAbs(s) {
 		c.GraphQL.Schema = filepath.Join(filepath.Dir(path), s)
+	}
+	if td := c.GraphQL.TrustedDocuments; td != nil && td.File != "" && !filepath.IsAbs(td.File) {
+		td.File = filepath.Join(filepath.Dir(path), td.File)
 	}
 	if err := c.loadCostsFile(filepath.Dir(path)); err != nil {
 		return nil, err

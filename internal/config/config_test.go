@@ -14,6 +14,7 @@ import (
 
 	"github.com/costgate/costgate/internal/routelimit"
 	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/gqllimit"
 )
 
 func TestDemoConfig(t *testing.T) {
@@ -516,6 +517,12 @@ var badConfigs = []struct {
 	{"upstream not http", "graphql:\n  schema: s.graphql\n  upstream: ftp://host/graphql\n",
 		"bad.yaml:3: graphql.upstream: want an http:// or https:// URL with a host", ""},
 	{"graphql path", "graphql:\n  path: graphql\n", `bad.yaml:2: graphql.path: want a plain path such as /graphql, got "graphql"`, ""},
+	{"trusted documents without a file", gqlPolicy + "graphql:\n  trusted_documents: {mode: enforce}\n",
+		"bad.yaml:4: graphql.trusted_documents.file: required", ""},
+	{"trusted documents mode", gqlPolicy + "graphql:\n  trusted_documents: {file: pq.json, mode: strict}\n",
+		`bad.yaml:4: graphql.trusted_documents.mode: unknown mode "strict" (enforce or log)`, ""},
+	{"trusted documents unknown key", gqlPolicy + "graphql:\n  trusted_documents: {path: pq.json}\n",
+		"bad.yaml:4: graphql.trusted_documents.path: unknown key (want one of file, mode)", ""},
 }
 
 func TestParseErrors(t *testing.T) {
@@ -796,5 +803,34 @@ func TestConnsPerIP(t *testing.T) {
 		if got := cfg.ConnsPerIP(tc.openFiles); got != tc.want {
 			t.Errorf("%q with %d open files: ConnsPerIP = %d, want %d", tc.yaml, tc.openFiles, got, tc.want)
 		}
+	}
+}
+
+// graphql.trusted_documents: a relative file is the config file's
+// directory's, the mode defaults to enforce; without the key there are none.
+func TestTrustedDocumentsConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "costgate.yaml")
+	yaml := "policies:\n  graphql: {algorithm: token_bucket, limit: 1, period: 1s, key: [ip]}\ngraphql:\n  trusted_documents: {file: clients/pq.json}\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := c.TrustedDocuments()
+	if td == nil || td.File != filepath.Join(dir, "clients", "pq.json") || td.Mode != gqllimit.TrustEnforce {
+		t.Errorf("TrustedDocuments() = %+v, want %s in enforce mode", td, filepath.Join(dir, "clients", "pq.json"))
+	}
+	c, err = Parse("log.yaml", []byte(strings.Replace(yaml, "{file: clients/pq.json}", "{file: /srv/pq.json, mode: log}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if td := c.TrustedDocuments(); td == nil || td.File != "/srv/pq.json" || td.Mode != gqllimit.TrustLog {
+		t.Errorf("TrustedDocuments() = %+v, want /srv/pq.json in log mode", td)
+	}
+	if td := Demo().TrustedDocuments(); td != nil {
+		t.Errorf("the demo config has trusted documents: %+v", td)
 	}
 }

@@ -57,12 +57,39 @@ func (d *decoder) decodeCosts(field string, n ast.Node, v reflect.Value) {
 const costsField = "graphql.costs"
 
 // loadCostsFile reads the entries of graphql.costs from its file, relative
-// to dir. Its errors name the costs file and its lines.
+// to dir, and validates the config with them. Its errors name the costs
+// file and its lines.
 func (c *Config) loadCostsFile(dir string) error {
 	costs := c.GraphQL.Costs
 	if costs == nil || costs.File == "" {
 		return nil
 	}
+	if err := c.readCostsFile(dir); err != nil {
+		return err
+	}
+	return c.Validate()
+}
+
+// LoadCosts reads a file of graphql.costs entries on its own, as costgate
+// price -costs takes one: the overlay is the result's Costs, and its
+// SchemaErrors report the schema's refusals against the file's lines.
+func LoadCosts(path string) (*Config, error) {
+	c := &Config{src: newSource(path), GraphQL: GraphQLConfig{Costs: &CostsConfig{File: path}}}
+	if err := c.readCostsFile(""); err != nil {
+		return nil, err
+	}
+	v := &validator{c: c}
+	v.costs()
+	if err := joinErrors(v.errs); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// readCostsFile reads the entries of graphql.costs from its file, relative
+// to dir.
+func (c *Config) readCostsFile(dir string) error {
+	costs := c.GraphQL.Costs
 	if !filepath.IsAbs(costs.File) {
 		costs.File = filepath.Join(dir, costs.File)
 	}
@@ -92,7 +119,7 @@ func (c *Config) loadCostsFile(dir string) error {
 		return joinErrors(d.errs)
 	}
 	costs.src = src
-	return c.Validate()
+	return nil
 }
 
 // costs checks what graphql.costs says without the schema: the keys are

@@ -425,6 +425,14 @@ func (v *validator) graphql() {
 			v.fail(field, "the value holds a control character (it is not shown: it may be a secret)")
 		}
 	}
+	if td := g.TrustedDocuments; td != nil {
+		if td.File == "" {
+			v.fail("graphql.trusted_documents.file", "required: Apollo's persisted query manifest, or a {\"id\": \"document\"} map (Relay, GraphQL Codegen)")
+		}
+		if _, ok := trustModes[td.Mode]; !ok {
+			v.fail("graphql.trusted_documents.mode", "unknown mode %q (enforce or log)", td.Mode)
+		}
+	}
 	if g.Upstream != "" {
 		u, err := url.Parse(g.Upstream)
 		switch {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/costgate/costgate/limiter"
+	"github.com/costgate/costgate/limiter/gqllimit"
 	"github.com/costgate/costgate/limiter/redisstore"
 )
 
@@ -28,6 +29,10 @@ type metrics struct {
 	// schemaRefreshErrors counts failed reads of the upstream's schema by
 	// introspection (graphql.schema: introspect).
 	schemaRefreshErrors prometheus.Counter
+	// Trusted documents (trusted.go): the requests by how they named their
+	// document, and the loads of the list that failed.
+	trustedRequests   *prometheus.CounterVec
+	trustedLoadErrors prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -71,9 +76,21 @@ func newMetrics() *metrics {
 			Name: "costgate_schema_refresh_errors_total",
 			Help: "Reads of the upstream's schema by introspection that failed (the last good schema stayed).",
 		}),
+		trustedRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "costgate_graphql_trusted_requests_total",
+			Help: "GraphQL requests for a trusted document, by how they named it (document_id, persisted_query, text), and unlisted ones log mode ran. Refusals are in costgate_graphql_rejections_total (PERSISTED_QUERY_NOT_FOUND, PERSISTED_QUERY_NOT_IN_LIST).",
+		}, []string{"by"}),
+		trustedLoadErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "costgate_graphql_trusted_load_errors_total",
+			Help: "Loads of graphql.trusted_documents that failed (on SIGHUP, or the file changed); the list in effect stayed.",
+		}),
 	}
 	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.roundTrips, m.graphqlCost, m.rejections, m.evictions, m.connsRefused, m.schemaRefreshErrors,
+		m.trustedRequests, m.trustedLoadErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, by := range []string{gqllimit.TrustedByDocumentID, gqllimit.TrustedByHash, gqllimit.TrustedByText, gqllimit.TrustedUnlisted} {
+		m.trustedRequests.WithLabelValues(by) // every series from the start, at 0
+	}
 	return m
 }
 

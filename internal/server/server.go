@@ -62,6 +62,10 @@ type Server struct {
 	// in effect (nil unless graphql.schema: introspect); build leaves the
 	// new config's in nextSchemas until it takes effect.
 	schemas, nextSchemas *schemaSource
+	// trusted counts the trusted documents of the config in effect (nil
+	// without any); build leaves the new config's in nextTrusted.
+	trusted     atomic.Pointer[trustedCount]
+	nextTrusted *trustedCount
 	// streams ends when the server stops serving: its websocket
 	// connections and SSE streams end with it, so that shutdown does not
 	// wait on them (and their subscriptions free their slots).
@@ -74,7 +78,7 @@ func New(cfg *config.Config, logger *slog.Logger) (*Server, error) {
 	s := &Server{logger: logger, metrics: newMetrics()}
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.metrics.operations = newOperationMetrics(s.metrics.registry)
-	s.metrics.registry.MustRegister(newStoreStateCollector(s))
+	s.metrics.registry.MustRegister(newStoreStateCollector(s), s.trustedGauge())
 	st, err := newState(cfg, s.metrics, logger)
 	if err != nil {
 		return nil, err
@@ -87,6 +91,7 @@ func New(cfg *config.Config, logger *slog.Logger) (*Server, error) {
 	}
 	s.swapSchemas()
 	s.state, s.cfg, s.started = st, cfg, cfg
+	s.trusted.Store(s.nextTrusted)
 	s.handler.Store(&h)
 	s.rls.Store(rls)
 	s.conns.Store(connLimitOf(cfg, openFileLimit()))
@@ -187,6 +192,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 		defer old.close()
 	}
 	s.state, s.cfg = st, cfg
+	s.trusted.Store(s.nextTrusted)
 	s.handler.Store(&h)
 	s.rls.Store(rls)
 	s.conns.Store(connLimitOf(cfg, openFileLimit()))
@@ -232,6 +238,7 @@ func (s *Server) Close() {
 // build makes the handler of cfg over st, and Envoy's rate-limit service
 // when the config maps descriptors.
 func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.RateLimitService, error) {
+	s.nextTrusted = nil // graphql sets it when the config has trusted documents
 	ids, err := identity.New(cfg.IdentityConfig(st.hashKey))
 	if err != nil {
 		return nil, nil, err
@@ -348,6 +355,7 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 		OnCost:            func(kind string, cost int64) { s.metrics.graphqlCost.WithLabelValues(kind).Observe(float64(cost)) },
 		OnRejection:       func(code string) { s.metrics.rejections.WithLabelValues(code).Inc() },
 		OnOperation:       s.metrics.operations.observe,
+		TrustedDocuments:  s.trustedDocuments(cfg),
 		Logger:            s.logger,
 	}
 	if cfg.GraphQL.PersistedQueries {

@@ -32,6 +32,11 @@ const (
 	CodePersistedQueryNotFound     = "PERSISTED_QUERY_NOT_FOUND"     // 200: send the query with its hash
 	CodePersistedQueryNotSupported = "PERSISTED_QUERY_NOT_SUPPORTED" // no cache configured
 	CodePersistedQueryHashMismatch = "PERSISTED_QUERY_HASH_MISMATCH" // 400: the hash is not the query's
+
+	// Trusted documents (Apollo Router's codes): in enforce mode, a document
+	// not in the list (400); an id or hash the list lacks is
+	// CodePersistedQueryNotFound (400).
+	CodePersistedQueryNotInList = "PERSISTED_QUERY_NOT_IN_LIST"
 )
 
 // Request headers.

@@ -85,4 +85,14 @@
 // Automatic Persisted Queries: a query sent by its hash is the same document
 // as its text, at the same price and under the same limits.
 // [NewQueryCache] bounds gqlgen's own query cache by memory as well.
+//
+// # Trusted documents
+//
+// [Config.TrustedDocuments] (one call: [WithTrustedDocuments]) lets only the
+// operations of a list run: Apollo's persisted query manifest, or the
+// {"id": "document"} map of Relay and GraphQL Codegen, each document
+// validated and priced when the list loads. A request names one by
+// documentId, by its persisted-query hash or by its exact text; anything
+// else is refused before it is parsed (PERSISTED_QUERY_NOT_FOUND,
+// PERSISTED_QUERY_NOT_IN_LIST), or, in log mode, runs and is counted.
 package gqllimit

@@ -48,6 +48,12 @@ func (e extension) Validate(schema graphql.ExecutableSchema) error {
 		return fmt.Errorf("costgate: %w", err)
 	}
 	e.l.schema = s
+	if e.l.trust != nil {
+		// Until they load, requests are refused (trusted), never served unchecked.
+		if err := e.l.loadTrusted(s, true); err != nil {
+			return fmt.Errorf("costgate: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -57,9 +63,10 @@ func (e extension) Validate(schema graphql.ExecutableSchema) error {
 func (e extension) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
 	c := connectionFrom(ctx)
 	if c == nil || !graphql.HasOperationContext(ctx) {
+		fillDocument(ctx, p) // a trusted document named by its documentId
 		return nil
 	}
-	st, rerr := e.l.readStreamed(c, p)
+	st, rerr := e.l.readStreamed(ctx, c, p)
 	if st != nil {
 		graphql.GetOperationContext(ctx).Stats.SetExtension(extensionName, st)
 	}

@@ -82,6 +82,11 @@ type Config struct {
 	// is answered PERSISTED_QUERY_NOT_SUPPORTED.
 	// NewPersistedQueryCache makes one bounded in memory.
 	PersistedQueries graphql.Cache[string]
+	// TrustedDocuments, when set, are the only operations clients may run
+	// (or, in log mode, the ones that run without a word): see
+	// [TrustedDocuments]. New refuses a list whose documents could never
+	// run; embedded without Schema, the extension checks it when installed.
+	TrustedDocuments *TrustedDocuments
 	// DocumentCache is how many documents the middleware keeps parsed,
 	// measured and priced, keyed by their text and operation name (default
 	// 1000, within 64 MiB of estimated memory;
@@ -180,6 +185,11 @@ func (c *Config) Validate() error {
 	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.TrustedDocuments != nil {
+		if err := c.TrustedDocuments.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -193,6 +203,7 @@ type Limiter struct {
 	schema    *complexity.Schema
 	docs      *lru[docKey, *document] // nil: no document cache
 	subs      openSubscriptions
+	trust     *trust      // nil without Config.TrustedDocuments
 	installed atomic.Bool // the extension was added to a gqlgen server
 	executor  atomic.Bool // a handler of costgate's own (gqlproxy) admits operations
 }
@@ -230,6 +241,14 @@ func New(cfg Config) (*Limiter, error) {
 	l := &Limiter{cfg: cfg, schema: cfg.Schema}
 	if cfg.DocumentCache >= 0 {
 		l.docs = newLRU[docKey, *document](orDefault(cfg.DocumentCache, defaultCacheEntries), defaultCacheBytes)
+	}
+	if cfg.TrustedDocuments != nil {
+		l.trust = newTrust(*cfg.TrustedDocuments)
+		if cfg.Schema != nil {
+			if err := l.loadTrusted(cfg.Schema, true); err != nil {
+				return nil, fmt.Errorf("gqllimit: %w", err)
+			}
+		}
 	}
 	return l, nil
 }
@@ -272,6 +291,7 @@ type state struct {
 	policy     *limiter.Policy  // the caller's bucket: Config.Policy scaled by plan
 	key        string           // and its store key, resolved once per request
 	register   string           // the persisted-query hash to register the query under once it was charged
+	byID       bool             // a trusted document named by documentId: gqlgen is handed its text (fillDocument)
 	slot       *slot            // an open subscription's place among its key's
 	conn       *connection      // the websocket connection that started the operation; nil over HTTP
 	reported   sync.Once        // an operation of a websocket connection is reported once

@@ -76,5 +76,5 @@ func newForHandler(policy *limiter.Policy, opts []Option) (*Limiter, error) {
 		return nil, err
 	}
 	return New(Config{Limiter: lim, Identity: ids, Policy: policy, Limits: o.limits, Logger: o.logger,
-		PersistedQueries: NewPersistedQueryCache(0, 0)})
+		PersistedQueries: NewPersistedQueryCache(0, 0), TrustedDocuments: o.trusted})
 }

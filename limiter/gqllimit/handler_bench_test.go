@@ -55,7 +55,7 @@ func shopServer() *handler.Server {
 	return srv
 }
 
-func memLimited(b *testing.B, srv *handler.Server) http.Handler {
+func memLimited(b *testing.B, srv *handler.Server, trusted ...string) http.Handler {
 	b.Helper()
 	lim, err := limiter.New(memstore.New(nil), limiter.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
@@ -67,7 +67,11 @@ func memLimited(b *testing.B, srv *handler.Server) http.Handler {
 	}
 	// A bucket that never runs dry during the benchmark.
 	p := &limiter.Policy{Name: "graphql", Algorithm: limiter.TokenBucket, Limit: 1 << 30, Period: time.Second, Key: []string{"ip"}}
-	gl, err := gqllimit.New(gqllimit.Config{Limiter: lim, Policy: p, Identity: ids, Logger: slog.New(slog.DiscardHandler)})
+	cfg := gqllimit.Config{Limiter: lim, Policy: p, Identity: ids, Logger: slog.New(slog.DiscardHandler)}
+	if len(trusted) > 0 {
+		cfg.TrustedDocuments = &gqllimit.TrustedDocuments{Manifest: apolloManifest(trusted...)}
+	}
+	gl, err := gqllimit.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,19 +80,26 @@ func memLimited(b *testing.B, srv *handler.Server) http.Handler {
 
 // BenchmarkHandler serves the 30-field query through the whole handler,
 // gqlgen alone and behind costgate (memstore): the difference is
-// costgate's part.
+// costgate's part. costgate/trusted=text and costgate/trusted=id list the
+// query among trusted documents and send it by its text and by its
+// documentId.
 //
 //	go test -run='^$' -bench=Handler -benchmem ./limiter/gqllimit/
 func BenchmarkHandler(b *testing.B) {
 	check30(b)
-	body, _ := json.Marshal(map[string]any{"query": query30, "variables": map[string]any{"first": 10}})
+	text, _ := json.Marshal(map[string]any{"query": query30, "variables": map[string]any{"first": 10}})
+	byID, _ := json.Marshal(map[string]any{"documentId": "sha256:" + sha(query30), "variables": map[string]any{"first": 10}})
 	for _, tc := range []struct {
 		name string
+		body []byte
 		h    func(b *testing.B) http.Handler
 	}{
-		{"gqlgen", func(b *testing.B) http.Handler { return shopServer() }},
-		{"costgate", func(b *testing.B) http.Handler { return memLimited(b, shopServer()) }},
+		{"gqlgen", text, func(b *testing.B) http.Handler { return shopServer() }},
+		{"costgate", text, func(b *testing.B) http.Handler { return memLimited(b, shopServer()) }},
+		{"costgate/trusted=text", text, func(b *testing.B) http.Handler { return memLimited(b, shopServer(), query30) }},
+		{"costgate/trusted=id", byID, func(b *testing.B) http.Handler { return memLimited(b, shopServer(), query30) }},
 	} {
+		body := tc.body
 		b.Run(tc.name, func(b *testing.B) {
 			h := tc.h(b)
 			serve := func() {

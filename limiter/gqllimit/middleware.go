@@ -25,6 +25,7 @@ type params struct {
 	OperationName string
 	rawVariables  json.RawMessage // checked to be a JSON object, decoded when needed (operation.Variables)
 	Extensions    json.RawMessage // without persistedQuery once persisted resolved it
+	documentID    string          // a trusted document's id (GraphQL-over-HTTP persisted documents)
 }
 
 // isJSON reports a Content-Type of application/json (parameters allowed),
@@ -148,6 +149,11 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		w.Header().Set("Allow", "OPTIONS, GET, POST")
 		return nil, r, nil, reject(http.StatusMethodNotAllowed, CodeBadRequest, "use GET or POST")
 	}
+	trusted, rerr := l.trusted(r.Context(), &p) // trusted documents (trusted.go): before anything is parsed
+	if rerr != nil {
+		l.untrusted(w, r, rerr)
+		return nil, r, nil, nil
+	}
 	query, register, rewritten, rerr := l.persisted(r.Context(), &p)
 	if rerr != nil {
 		return nil, r, nil, rerr
@@ -158,11 +164,12 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 	if strings.TrimSpace(query) == "" {
 		return nil, r, nil, reject(http.StatusBadRequest, CodeBadRequest, "no query")
 	}
-	doc, rerr := l.document(query, p.OperationName)
+	doc, rerr := trusted.document(l, query, p.OperationName)
 	if rerr != nil {
 		return nil, r, nil, rerr // it did not parse: no extensions.cost
 	}
-	st := &state{lim: l, doc: doc, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug), register: register}
+	st := &state{lim: l, doc: doc, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug), register: register,
+		byID: trusted.byID}
 	st.op = &operation{Method: r.Method, Query: query, OperationName: p.OperationName, Extensions: p.Extensions, Document: doc.doc, doc: doc,
 		rawVariables: p.rawVariables}
 	id, r, err := l.cfg.Identity.Attach(r)

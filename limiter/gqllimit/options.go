@@ -11,10 +11,11 @@ import (
 type Option func(*options)
 
 type options struct {
-	store  limiter.Store
-	ids    *identity.Resolver
-	limits Limits
-	logger *slog.Logger
+	store   limiter.Store
+	ids     *identity.Resolver
+	limits  Limits
+	logger  *slog.Logger
+	trusted *TrustedDocuments
 }
 
 // WithStore keeps the budgets in store (default: an in-process memstore of
@@ -34,3 +35,11 @@ func WithLimits(l Limits) Option { return func(o *options) { o.limits = l } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithTrustedDocuments lets only the listed operations run (see
+// [TrustedDocuments]): Handler checks every document of the list against
+// srv's schema when it installs the extension, and panics on one that
+// could never run, naming it.
+func WithTrustedDocuments(td TrustedDocuments) Option {
+	return func(o *options) { o.trusted = &td }
+}

@@ -35,7 +35,7 @@ import (
 // clients must spell them.
 var (
 	persistedQueryNames = jsonkeys.Names{"persistedQuery": {"sha256Hash": nil, "version": nil}}
-	requestNames        = jsonkeys.Names{"query": nil, "operationName": nil, "variables": nil, "extensions": persistedQueryNames}
+	requestNames        = jsonkeys.Names{"query": nil, "operationName": nil, "variables": nil, "extensions": persistedQueryNames, "documentId": nil}
 )
 
 // ambiguous is the answer to a request jsonkeys.Check refused: a member
@@ -57,11 +57,13 @@ func isNull(v json.RawMessage) bool {
 // readBody reads a POST body into p, strictly (see above), in the one pass
 // of jsonkeys.Read.
 func readBody(body []byte, p *params) *Error {
-	var query, operationName, variables, extensions []byte
+	var query, operationName, variables, extensions, documentID []byte
 	err := jsonkeys.Read(body, requestNames, func(name string, value []byte) {
 		switch name {
 		case "query":
 			query = value
+		case "documentId":
+			documentID = value
 		case "operationName":
 			operationName = value
 		case "variables":
@@ -82,6 +84,9 @@ func readBody(body []byte, p *params) *Error {
 	}
 	if p.OperationName, ok = stringOrNull(operationName); !ok {
 		return notAnObject()
+	}
+	if p.documentID, ok = stringOrNull(documentID); !ok {
+		return reject(http.StatusBadRequest, CodeBadRequest, "documentId must be a string")
 	}
 	if rerr := p.setVariables(variables); rerr != nil {
 		return rerr
@@ -112,7 +117,7 @@ func readQuery(q url.Values, p *params) *Error {
 			return reject(http.StatusBadRequest, CodeBadRequest, "ambiguous request: the parameter %q is given more than once", name)
 		}
 	}
-	p.Query, p.OperationName = q.Get("query"), q.Get("operationName")
+	p.Query, p.OperationName, p.documentID = q.Get("query"), q.Get("operationName"), q.Get("documentId")
 	if v := q.Get("variables"); v != "" {
 		if rerr := p.setVariables(json.RawMessage(v)); rerr != nil {
 			return rerr

@@ -163,14 +163,18 @@ func isUpgrade(r *http.Request) bool {
 // readStreamed reads an operation a websocket connection started, before
 // gqlgen validates it: what the middleware checks of an HTTP request. The
 // state is nil when the document did not parse.
-func (l *Limiter) readStreamed(c *connection, p *graphql.RawParams) (*state, *Error) {
+func (l *Limiter) readStreamed(ctx context.Context, c *connection, p *graphql.RawParams) (*state, *Error) {
 	if int64(len(p.Query)) > l.cfg.MaxBodyBytes {
 		return nil, reject(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the query is larger than %d bytes", l.cfg.MaxBodyBytes)
+	}
+	trusted, rerr := l.trustedStreamed(ctx, c, p) // trusted documents (trusted.go): before anything is parsed
+	if rerr != nil {
+		return nil, rerr
 	}
 	if strings.TrimSpace(p.Query) == "" {
 		return nil, reject(http.StatusBadRequest, CodeBadRequest, "no query")
 	}
-	doc, rerr := l.document(p.Query, p.OperationName)
+	doc, rerr := trusted.document(l, p.Query, p.OperationName)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -220,12 +224,14 @@ func (l *Limiter) ended(st *state) {
 // message, not as a result, and its HTTP transports answer them 422 (the
 // middleware sets its own status). gqlgen keys both by error code, in a
 // process-wide registry meant to be filled at init: the generic codes
-// (BAD_REQUEST, INTERNAL), which other extensions may use, are left out.
+// (BAD_REQUEST, INTERNAL), which other extensions may use, are left out, and
+// so is PERSISTED_QUERY_NOT_FOUND, which gqlgen's own APQ answers as a result.
 func init() {
 	for _, code := range []string{
 		CodeThrottled, CodeMaxCostExceeded, CodeCostExceedsCapacity, CodeSlicingArgumentRequired,
 		CodeMaxDepthExceeded, CodeMaxAliasesExceeded, CodeMaxFieldsExceeded, CodeMaxTokensExceeded,
 		CodeBodyTooLarge, CodeLimiterUnavailable, CodeIntrospectionDisabled, CodeTooManySubscriptions,
+		CodePersistedQueryNotInList,
 	} {
 		errcode.RegisterErrorType(code, errcode.KindProtocol)
 	}
