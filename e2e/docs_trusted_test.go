@@ -131,7 +131,7 @@ func TestTrustedDocsLoadError(t *testing.T) {
 	_, files := clientRepo(t)
 	catalog := files["src/catalog.graphql"] + files["src/card.graphql"]
 	config, _ := trustedConfig(t, "enforce", "", apolloManifest(catalog))
-	status, out := runToExit(t, "-config", config)
+	status, out := runToExit(t, nil, "-config", config)
 	if status != 1 || !regexp.MustCompile(pattern).MatchString(out) {
 		t.Errorf("exit status %d and\n%s\nwant 1 and what the docs show:\n%s", status, out, shown)
 	}

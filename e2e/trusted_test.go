@@ -18,7 +18,6 @@ import (
 
 	"github.com/costgate/costgate/graph"
 	"github.com/costgate/costgate/internal/metricstest"
-	"github.com/costgate/costgate/internal/syncbuf"
 )
 
 // The documents of these tests: a query whose price depends on a variable,
@@ -222,15 +221,6 @@ func TestBinaryTrustedDocumentsLog(t *testing.T) {
 	}
 }
 
-// runToExit runs the binary with args and returns its exit status and
-// output; it must exit within 30 s.
-func runToExit(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	var out syncbuf.Buffer
-	status := runIn(t, "", &out, &out, args...)
-	return status, out.String()
-}
-
 // A listed document that does not validate, or costs more than max_cost,
 // stops the start, named; so does a manifest that is not one.
 func TestBinaryTrustedDocumentStopsTheStart(t *testing.T) {
@@ -247,7 +237,7 @@ func TestBinaryTrustedDocumentStopsTheStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			config, _ := trustedConfig(t, "enforce", "", tc.manifest)
-			status, out := runToExit(t, "-config", config)
+			status, out := runToExit(t, nil, "-config", config)
 			if status != 1 {
 				t.Fatalf("exit status %d, want 1:\n%s", status, out)
 			}
