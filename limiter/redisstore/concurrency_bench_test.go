@@ -24,10 +24,11 @@ import (
 //	go test -run '^$' -bench BenchmarkHold -count 10 ./limiter/redisstore/ | benchstat -col /policies -
 func BenchmarkHold(b *testing.B) {
 	rate := &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 1 << 30, Period: time.Second, Burst: 1 << 30}
+	hour := &limiter.Policy{Name: "api_minute", Algorithm: limiter.TokenBucket, Limit: 1 << 20, Period: time.Minute, Burst: 1 << 20}
 	conc := &limiter.Policy{Name: "streams", Algorithm: limiter.Concurrency, Limit: 1 << 20}
 	loginIP := &limiter.Policy{Name: "login_ip", Algorithm: limiter.SlidingLog, Limit: 1 << 20, Period: time.Minute, RefundStatus: []string{"2xx"}}
 	loginUser := &limiter.Policy{Name: "login_user", Algorithm: limiter.SlidingLog, Limit: 1 << 20, Period: time.Minute, RefundStatus: []string{"2xx"}}
-	for _, p := range []*limiter.Policy{rate, conc, loginIP, loginUser} {
+	for _, p := range []*limiter.Policy{rate, hour, conc, loginIP, loginUser} {
 		if err := p.Validate(); err != nil {
 			b.Fatal(err)
 		}
@@ -40,6 +41,7 @@ func BenchmarkHold(b *testing.B) {
 		{"rate", []*limiter.Policy{rate}, 200},
 		{"concurrency", []*limiter.Policy{conc}, 200},
 		{"rate+concurrency", []*limiter.Policy{rate, conc}, 200},
+		{"rate+rate", []*limiter.Policy{rate, hour}, 200}, // a second rate policy, for the peer of rate+concurrency
 		{"login failed", []*limiter.Policy{loginIP, loginUser}, 401},
 		{"login refunded", []*limiter.Policy{loginIP, loginUser}, 200},
 	}
