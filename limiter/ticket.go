@@ -85,7 +85,9 @@ func (l *Limiter) Ticket(reqs []Request, ds []Decision) *Ticket {
 	}
 	if t.renewEvery > 0 {
 		t.lost = make(chan struct{})
+		t.mu.Lock() // the first renewal, which reads timer, waits for it
 		t.timer = time.AfterFunc(t.renewEvery, t.renew)
+		t.mu.Unlock()
 	}
 	return t
 }

@@ -217,18 +217,24 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 func (m *Middleware) serveEnding(w http.ResponseWriter, r *http.Request, id *identity.Identity, rt *compiled, next http.Handler) {
 	rec := &statusRecorder{ResponseWriter: w}
 	var ticket *limiter.Ticket
-	defer func() { ticket.End(rec.status) }()
-	if !m.limit(rec, r, id, rt, nil, &ticket) {
-		return
-	}
-	if id.UnknownKey {
+	returned := false
+	defer func() {
+		if !returned {
+			rec.status = 0 // a panic: whatever it wrote, no answer of its own
+		}
+		ticket.End(rec.status)
+	}()
+	switch {
+	case !m.limit(rec, r, id, rt, nil, &ticket):
+	case id.UnknownKey:
 		jsonerror.UnknownAPIKey(rec)
-		return
+	default:
+		next.ServeHTTP(rec, r)
+		if rec.status == 0 && !rec.hijacked {
+			rec.status = http.StatusOK // returned without writing: net/http answers 200
+		}
 	}
-	next.ServeHTTP(rec, r)
-	if rec.status == 0 && !rec.hijacked {
-		rec.status = http.StatusOK // returned without writing: net/http answers 200
-	}
+	returned = true
 }
 
 // EndingPolicy returns the first policy of the routes that acts when its
