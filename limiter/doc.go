@@ -12,7 +12,7 @@
 //
 // # Algorithms
 //
-// Every algorithm takes a weighted cost and is exact at its own definition.
+// Every rate algorithm takes a weighted cost and is exact at its own definition.
 // P is the period, L the limit, B the burst (capacity of the buckets; it
 // defaults to L), c the cost, now the store's clock (Redis TIME, one clock
 // for every gateway), clamped to the newest time the key has seen.
@@ -31,6 +31,10 @@
 //     (from a hash of the key), so that clients do not all reset at once. Its
 //     known weakness is the boundary burst: L at the end of one window and L
 //     at the start of the next pass within moments, 2·L in all.
+//   - concurrency: at most L requests of one key in flight, not a rate
+//     (no period). A granted Take is a hold, counted while now is before
+//     its lease's end (Policy.Lease, 30s by default); a hold counts one
+//     request whatever the cost. See "Requests that end" below.
 //
 // Arithmetic is exact in integers: time in microseconds and bucket contents
 // in cost units × P in microseconds, so Decision.Remaining is never off by
@@ -65,6 +69,20 @@
 // denied one, and forgets the key on a refund or undo made here; a refund
 // made by another gateway is not seen, so the cache may deny for at most
 // that key's retry-after what the store would by then grant.
+//
+// # Requests that end
+//
+// Two kinds of policy act when a request's response has ended
+// ([Policy.EndsWithResponse]): a concurrency policy releases its hold, and
+// a policy with RefundStatus gives its charge back when the status matches
+// (a login limit with [2xx] counts failed attempts only). A door takes the
+// request's [Ticket] from [Limiter.Ticket] once AllowAll granted, and calls
+// [Ticket.End] with the status once the response has ended, whatever ended
+// it; until then the ticket renews its holds every lease/3. With a store out
+// of process, End sends from a goroutine of its own, retries a failed
+// release until the lease would have freed the hold anyway, and
+// [Limiter.Drain] waits for what is on its way. A gateway that dies leaves
+// its holds for at most one lease.
 //
 // [memstore]: https://pkg.go.dev/github.com/costgate/costgate/limiter/memstore
 // [redisstore]: https://pkg.go.dev/github.com/costgate/costgate/limiter/redisstore

@@ -59,7 +59,7 @@ func (l *Limiter) CheckPolicy(p *Policy) error {
 		return &PolicyError{Policy: p.Name, Field: "on_store_error",
 			Reason: "local needs a local fallback store (limiter.WithLocalFallback), and this limiter has none"}
 	}
-	return nil
+	return l.checkHolds(p)
 }
 
 // Limiter applies policies to keys through a Store, with the policies' modes
@@ -77,6 +77,7 @@ type Limiter struct {
 	localPolicies sync.Map // *Policy → *Policy with limit/gateways
 	logGates      sync.Map // policy name → *loggate.Gate
 	denied        denyCache
+	ends          endState // what ended requests left to do (ticket.go)
 }
 
 // New returns a Limiter over store. It refuses a nil store, and a negative

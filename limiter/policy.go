@@ -10,8 +10,8 @@ import (
 // Algorithm names the rate-limiting algorithm of a policy.
 type Algorithm string
 
-// The five algorithms. Each takes a weighted cost and is exact at its own
-// definition; see the package documentation for their semantics.
+// The five rate algorithms. Each takes a weighted cost and is exact at its
+// own definition; see the package documentation for their semantics.
 const (
 	TokenBucket   Algorithm = "token_bucket"
 	SlidingLog    Algorithm = "sliding_log"
@@ -20,11 +20,20 @@ const (
 	LeakyBucket   Algorithm = "leaky_bucket"
 )
 
-// Algorithms lists every algorithm in a stable order.
+// Concurrency bounds the requests of one key in flight at once, not a
+// rate: a granted Take is a hold on one of Limit places, kept until the
+// request ends (see [Ticket]) and at most Lease unrenewed.
+const Concurrency Algorithm = "concurrency"
+
+// Algorithms lists the rate algorithms in a stable order.
 var algorithms = []Algorithm{TokenBucket, SlidingLog, SlidingWindow, FixedWindow, LeakyBucket}
 
-// Algorithms returns every supported algorithm.
+// Algorithms returns the five rate algorithms: every supported algorithm
+// but Concurrency, which has no period and counts requests in flight.
 func Algorithms() []Algorithm { return append([]Algorithm(nil), algorithms...) }
+
+// allAlgorithms names every algorithm in messages.
+var allAlgorithms = append(Algorithms(), Concurrency)
 
 // Mode says whether a policy's denials are enforced.
 type Mode string
@@ -78,6 +87,18 @@ type Policy struct {
 	// "Local-first limits"). A store in one process (memstore) is exact
 	// anyway and ignores it.
 	Sync time.Duration
+	// Lease is, for Concurrency, the longest a hold lives unrenewed
+	// (default DefaultLease): a request in flight renews its holds every
+	// Lease/3, so the holds of a gateway that died free themselves within
+	// one Lease. Other algorithms take none.
+	Lease time.Duration
+	// RefundStatus lists response statuses, classes ("2xx") or codes
+	// ("404"), whose requests are refunded when their response ends (see
+	// [Ticket]): charged when they start, as always, so that requests in
+	// flight together still count, and given back when the answer shows
+	// they should not have counted. A login limit with [2xx] counts failed
+	// attempts only.
+	RefundStatus []string
 }
 
 // Capacity is the most cost one request can ever be granted: Burst for the
@@ -132,24 +153,21 @@ func (p *Policy) Validate() error {
 		return field("name", "letters, digits, '_', '-' and '.' only, got %q", p.Name)
 	}
 	switch p.Algorithm {
-	case TokenBucket, SlidingLog, SlidingWindow, FixedWindow, LeakyBucket:
+	case TokenBucket, SlidingLog, SlidingWindow, FixedWindow, LeakyBucket, Concurrency:
 	case "":
-		return field("algorithm", "missing (one of %v)", algorithms)
+		return field("algorithm", "missing (one of %v)", allAlgorithms)
 	default:
-		return field("algorithm", "unknown algorithm %q (one of %v)", p.Algorithm, algorithms)
+		return field("algorithm", "unknown algorithm %q (one of %v)", p.Algorithm, allAlgorithms)
 	}
 	if p.Limit < 1 {
 		return field("limit", "must be at least 1, got %d", p.Limit)
 	}
-	if p.Period <= 0 {
-		return field("period", "must be positive, got %s", p.Period)
-	}
-	if p.Period%time.Microsecond != 0 {
-		return field("period", "must be a whole number of microseconds, got %s", p.Period)
-	}
-	// A period over a year is a configuration mistake; it also keeps TTLs sane.
-	if p.Period > 366*24*time.Hour {
-		return field("period", "must be at most 366 days, got %s", p.Period)
+	if p.Algorithm == Concurrency {
+		if err := p.validateConcurrency(); err != nil {
+			return err
+		}
+	} else if err := p.validatePeriod(); err != nil {
+		return err
 	}
 	if p.Burst < 0 {
 		return field("burst", "must not be negative, got %d", p.Burst)
@@ -182,6 +200,12 @@ func (p *Policy) Validate() error {
 	if err := p.validateSync(); err != nil {
 		return err
 	}
+	if err := p.validateRefundStatus(); err != nil {
+		return err
+	}
+	if p.Algorithm == Concurrency {
+		return nil // a count of holds, never scaled by a period
+	}
 	// Every store keeps integers scaled by the period in microseconds (tokens ×
 	// period, limit × period), and Lua numbers are exact only up to 2^53.
 	per := p.PeriodMicros()
@@ -193,6 +217,26 @@ func (p *Policy) Validate() error {
 			return field(f.name, "%d × period %s (%d µs) exceeds 2^53, the exact range of Redis Lua numbers; lower it or the period",
 				f.value, p.Period, per)
 		}
+	}
+	return nil
+}
+
+// validatePeriod checks the period of a rate algorithm, and that it has no
+// lease.
+func (p *Policy) validatePeriod() error {
+	field := func(format string, args ...any) error {
+		return &PolicyError{Policy: p.Name, Field: "period", Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case p.Period <= 0:
+		return field("must be positive, got %s", p.Period)
+	case p.Period%time.Microsecond != 0:
+		return field("must be a whole number of microseconds, got %s", p.Period)
+	case p.Period > 366*24*time.Hour:
+		// A period over a year is a configuration mistake; it also keeps TTLs sane.
+		return field("must be at most 366 days, got %s", p.Period)
+	case p.Lease != 0:
+		return &PolicyError{Policy: p.Name, Field: "lease", Reason: fmt.Sprintf("only concurrency takes a lease (%s counts a rate over its period)", p.Algorithm)}
 	}
 	return nil
 }
@@ -222,6 +266,8 @@ func (p *Policy) validateSync() error {
 	switch {
 	case p.Sync == 0:
 		return nil
+	case p.Algorithm == Concurrency:
+		return field("concurrency stays exact: every hold is in the store, so that gateways together admit at most the limit")
 	case p.Sync < 0:
 		return field("must be positive, got %s", p.Sync)
 	case p.Sync < time.Millisecond:

@@ -99,6 +99,9 @@ func NewRateLimitService(cfg EnvoyConfig) (*RateLimitService, error) {
 					if err := cfg.Limiter.CheckPolicy(p); err != nil {
 						errs = append(errs, err)
 					}
+					if p.EndsWithResponse() {
+						errs = append(errs, &limiter.FieldError{Field: "Domains", Reason: EndingPolicyReason(p)})
+					}
 				}
 				walk(d.Descriptors)
 			}

@@ -92,6 +92,8 @@ func NewHandler(cfg HTTPConfig) (*Handler, error) {
 	}
 	if cfg.Limits == nil {
 		fail("Limits", "required: the routes and policies to check (routelimit.New)")
+	} else if p := cfg.Limits.EndingPolicy(); p != nil {
+		fail("Limits", EndingPolicyReason(p))
 	}
 	if cfg.Identity == nil {
 		fail("Identity", "required: it says who pays")
@@ -432,4 +434,16 @@ func (l *refusalLog) refused(door, peer string) {
 	if n, ok := l.gate.Pass(time.Now()); ok {
 		l.logger.Warn("gateway check refused: the peer is not in identity.trusted_proxies (add its address there if it is your gateway)", "door", door, "peer", peer, "refused", n+1)
 	}
+}
+
+// EndingPolicyReason says why the gateway doors refuse p, a policy that
+// acts when its request's response has ended (limiter.Policy.EndsWithResponse):
+// a check is answered before the request is served, and nothing tells the
+// door when, or how, its response ended.
+func EndingPolicyReason(p *limiter.Policy) string {
+	what := "refund_status refunds by the response's status"
+	if p.Algorithm == limiter.Concurrency {
+		what = "a concurrency hold is released when the response has ended"
+	}
+	return "policy " + strconv.Quote(p.Name) + ": " + what + ", and a gateway's check (/v1/check, Envoy's rate-limit service) never sees the response"
 }

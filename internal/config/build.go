@@ -40,7 +40,20 @@ func (pc PolicyConfig) policy(name string) *limiter.Policy {
 		OnStoreError: pc.OnStoreError,
 		LocalCache:   pc.LocalCache,
 		Sync:         pc.Sync,
+		Lease:        pc.Lease,
+		RefundStatus: statusStrings(pc.RefundStatus),
 	}
+}
+
+func statusStrings(ss []Status) []string {
+	if ss == nil {
+		return nil
+	}
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
 }
 
 // IdentityConfig is the identity section, with hashKey as the hash key

@@ -51,12 +51,14 @@ identity:
 plans: {anonymous: 1, free: 1, enterprise: 10}
 policies:
   api:        {algorithm: token_bucket, limit: 1000, period: 1m, burst: 150, key: [tenant, api_key], on_store_error: allow}
-  login_ip:   {algorithm: sliding_log,  limit: 10,   period: 5m, key: [ip],       on_store_error: deny}
-  login_user: {algorithm: sliding_log,  limit: 10,   period: 5m, key: [username], on_store_error: deny}
+  streams:    {algorithm: concurrency,  limit: 5,    key: [tenant, api_key], on_store_error: allow}
+  login_ip:   {algorithm: sliding_log,  limit: 10,   period: 5m, key: [ip],       on_store_error: deny, refund_status: [2xx]}
+  login_user: {algorithm: sliding_log,  limit: 10,   period: 5m, key: [username], on_store_error: deny, refund_status: [2xx]}
   graphql:    {algorithm: token_bucket, limit: 50,   period: 1s, burst: 1000, key: [tenant, api_key], on_store_error: allow}
 routes:
-  - {match: "POST /login", policies: [login_ip, login_user]}
-  - {match: "/api/*",      policies: [api]}
+  - {match: "POST /login",    policies: [login_ip, login_user]}
+  - {match: "GET /api/ticks", policies: [api, streams]}
+  - {match: "/api/*",         policies: [api]}
 graphql:
   path: /graphql
   policy: graphql
@@ -220,7 +222,17 @@ type PolicyConfig struct {
 	// Sync makes the policy local-first: each gateway decides in process and
 	// reconciles with the store every Sync (absent: a round trip per check).
 	Sync time.Duration `yaml:"sync"`
+	// Lease is, for algorithm: concurrency, the longest a hold lives
+	// unrenewed (default 30s): the bound on the holds of a gateway that died.
+	Lease time.Duration `yaml:"lease"`
+	// RefundStatus lists response statuses (2xx, or 404) whose requests are
+	// refunded when the response has ended: [2xx] counts failures only.
+	RefundStatus []Status `yaml:"refund_status"`
 }
+
+// Status is a response status in refund_status: a class (2xx) or a code,
+// written as a number (404) or a string ("404").
+type Status string
 
 // RouteConfig applies policies to the requests its match selects.
 type RouteConfig struct {

@@ -49,10 +49,12 @@ func TestDemoConfig(t *testing.T) {
 	wantPolicies := map[string]*limiter.Policy{
 		"api": {Name: "api", Algorithm: limiter.TokenBucket, Limit: 1000, Period: time.Minute, Burst: 150,
 			Key: []string{"tenant", "api_key"}, OnStoreError: limiter.FailAllow},
+		"streams": {Name: "streams", Algorithm: limiter.Concurrency, Limit: 5,
+			Key: []string{"tenant", "api_key"}, OnStoreError: limiter.FailAllow},
 		"login_ip": {Name: "login_ip", Algorithm: limiter.SlidingLog, Limit: 10, Period: 5 * time.Minute,
-			Key: []string{"ip"}, OnStoreError: limiter.FailDeny},
+			Key: []string{"ip"}, OnStoreError: limiter.FailDeny, RefundStatus: []string{"2xx"}},
 		"login_user": {Name: "login_user", Algorithm: limiter.SlidingLog, Limit: 10, Period: 5 * time.Minute,
-			Key: []string{"username"}, OnStoreError: limiter.FailDeny},
+			Key: []string{"username"}, OnStoreError: limiter.FailDeny, RefundStatus: []string{"2xx"}},
 		"graphql": {Name: "graphql", Algorithm: limiter.TokenBucket, Limit: 50, Period: time.Second, Burst: 1000,
 			Key: []string{"tenant", "api_key"}, OnStoreError: limiter.FailAllow},
 	}
@@ -66,6 +68,7 @@ func TestDemoConfig(t *testing.T) {
 
 	wantRoutes := []routelimit.Route{
 		{Pattern: "POST /login", Policies: []*limiter.Policy{wantPolicies["login_ip"], wantPolicies["login_user"]}},
+		{Pattern: "GET /api/ticks", Policies: []*limiter.Policy{wantPolicies["api"], wantPolicies["streams"]}},
 		{Pattern: "/api/*", Policies: []*limiter.Policy{wantPolicies["api"]}},
 	}
 	if got := c.HTTPRoutes(policies); !reflect.DeepEqual(got, wantRoutes) {
@@ -360,7 +363,7 @@ var badConfigs = []struct {
 	{"unknown top-level key", "lisen: \":8080\"\n", "bad.yaml:1: lisen: unknown key (want one of listen, server, store, identity, plans, policies, routes, graphql, cors, grpc_listen, gateway, envoy)", ""},
 	{"unknown store key", "store:\n  gateway: 2\n", "bad.yaml:2: store.gateway: unknown key (want one of redis, memory, gateways, key_prefix)", ""},
 	{"unknown policy key", "policies:\n  api: {algorithm: token_bucket, limit: 1, period: 1s, key: [ip], burts: 5}\n",
-		"bad.yaml:2: policies.api.burts: unknown key (want one of algorithm, limit, period, burst, key, mode, on_store_error, local_cache, sync)", ""},
+		"bad.yaml:2: policies.api.burts: unknown key (want one of algorithm, limit, period, burst, key, mode, on_store_error, local_cache, sync, lease, refund_status)", ""},
 	{"unknown graphql key", "graphql:\n  max_complexity: 5\n", "bad.yaml:2: graphql.max_complexity: unknown key", ""},
 	{"unknown key in merged mapping", "policies:\n  api:\n    <<: {limt: 5}\n", "policies.api.limt: unknown key", ""},
 

@@ -42,6 +42,7 @@ func (c *Config) Validate() error {
 	v.cors()
 	v.gateway()
 	v.envoy()
+	v.endingPolicies()
 	slices.SortStableFunc(v.errs, func(a, b *Error) int {
 		// Known lines first, in file order; the rest keep their order.
 		if (a.Line == 0) != (b.Line == 0) {
@@ -375,6 +376,8 @@ func (v *validator) graphql() {
 			var pe *limiter.PolicyError
 			errors.As(err, &pe)
 			v.fail("graphql.policy", "policy %q is a %s", g.Policy, pe.Reason)
+		} else if len(pc.RefundStatus) > 0 {
+			v.fail("graphql.policy", "policy %q has refund_status, which REST routes and login apply; GraphQL refunds what an operation did not cost (graphql.refund)", g.Policy)
 		}
 	}
 	if _, ok := graphqlModes[g.Mode]; !ok {
@@ -528,6 +531,58 @@ func (v *validator) envoy() {
 		default:
 			v.fail("envoy.domains", "%v", e)
 		}
+	}
+}
+
+// endingPolicies refuses, while a gateway door is served, the policies
+// that act when a response has ended (algorithm: concurrency,
+// refund_status) on routes and Envoy descriptors: the door answers a check
+// before the request is served and never sees its response, so a hold it
+// took would never be released, and a charge never refunded. Without
+// trusted proxies or grpc_listen the door is not served (it answers 403).
+func (v *validator) endingPolicies() {
+	c := v.c
+	var why string
+	switch {
+	case len(c.Identity.TrustedProxies) > 0:
+		why = "identity.trusted_proxies is set, so /v1/check answers the gateways listed there"
+	case c.GRPCListen != "":
+		why = "grpc_listen serves Envoy's rate-limit service"
+	default:
+		return
+	}
+	reason := func(name string) string {
+		what := "has refund_status, refunded by the response's status"
+		if c.Policies[name].Algorithm == limiter.Concurrency {
+			what = "is a concurrency policy, whose hold is released when the response has ended"
+		}
+		return fmt.Sprintf("policy %q %s, and the gateway door is served (%s): a gateway's check never sees the response. Limit these routes in a costgate that serves no gateway door, or use a rate policy here", name, what, why)
+	}
+	ends := func(name string) bool {
+		pc, ok := c.Policies[name]
+		return ok && (pc.Algorithm == limiter.Concurrency || len(pc.RefundStatus) > 0)
+	}
+	for i, rc := range c.Routes {
+		for j, name := range rc.Policies {
+			if ends(name) {
+				v.fail(fmt.Sprintf("routes[%d].policies[%d]", i, j), "%s", reason(name))
+			}
+		}
+	}
+	var walk func(field string, ds []EnvoyDescriptor)
+	walk = func(field string, ds []EnvoyDescriptor) {
+		for i, d := range ds {
+			f := fmt.Sprintf("%s[%d]", field, i)
+			for j, name := range d.Policies {
+				if ends(name) {
+					v.fail(fmt.Sprintf("%s.policies[%d]", f, j), "%s", reason(name))
+				}
+			}
+			walk(f+".descriptors", d.Descriptors)
+		}
+	}
+	for _, name := range sortedKeys(c.Envoy.Domains) {
+		walk(c.entryPath("envoy.domains", name), c.Envoy.Domains[name])
 	}
 }
 

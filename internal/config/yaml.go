@@ -118,7 +118,10 @@ func (d *decoder) resolve(field string, n ast.Node) (ast.Node, bool) {
 	return nil, false
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	statusType   = reflect.TypeFor[Status]()
+)
 
 // decode sets v from n. A null leaves v as it is (its default, or empty),
 // except that it clears a pointer. at is the node whose line the field gets.
@@ -155,6 +158,19 @@ func (d *decoder) decode(field string, at, n ast.Node, v reflect.Value) {
 			return
 		}
 		v.SetInt(int64(dur))
+		return
+	}
+	if v.Type() == statusType {
+		// 404 and "404" are one status; 2xx is a string either way.
+		text, ok := d.scalarString(n)
+		if i, isInt := n.(*ast.IntegerNode); isInt {
+			text, ok = i.GetToken().Value, true
+		}
+		if !ok {
+			d.fail(field, n, "want a status class such as 2xx or a code such as 404, got %s", describe(n))
+			return
+		}
+		v.SetString(text)
 		return
 	}
 	switch v.Kind() {

@@ -22,8 +22,13 @@ func CeilSeconds(d time.Duration) int64 {
 
 // Window returns a policy's RateLimit-Policy quota and window: for the
 // windows q = limit and w = the period; for the buckets q = burst and w = the
-// seconds to refill a whole bucket, ceil(burst·period/limit).
+// seconds to refill a whole bucket, ceil(burst·period/limit). A concurrency
+// policy has no window (w = 0): its quota is requests in flight (the
+// draft's quota unit "concurrent-requests").
 func Window(p *limiter.Policy) (q, w int64) {
+	if p.Algorithm == limiter.Concurrency {
+		return p.Limit, 0
+	}
 	if p.IsBucket() {
 		b := p.Capacity()
 		refill := ceilDiv(b*p.PeriodMicros(), p.Limit) // µs
@@ -37,4 +42,25 @@ func Window(p *limiter.Policy) (q, w int64) {
 // in shadow mode, carrying the store's state (Decision.HasState).
 func Shown(d *limiter.Decision) bool {
 	return d.Policy != nil && d.Policy.EffectiveMode() != limiter.Shadow && d.HasState()
+}
+
+// Describes reports whether the X-RateLimit-* headers describe d rather
+// than best, the decision picked so far (nil: none): the one with the
+// smallest remaining, ties to the first, where a concurrency policy that
+// granted is described only when no rate policy applies. Its remaining
+// counts requests in flight, not a rate's budget: a client reading
+// X-RateLimit-Remaining as the latter would slow down for nothing.
+func Describes(d, best *limiter.Decision) bool {
+	if best == nil {
+		return true
+	}
+	if a, b := inFlight(d), inFlight(best); a != b {
+		return b
+	}
+	return d.Remaining < best.Remaining
+}
+
+// inFlight reports a concurrency decision that granted.
+func inFlight(d *limiter.Decision) bool {
+	return d.Allowed && d.Policy.Algorithm == limiter.Concurrency
 }

@@ -12,12 +12,15 @@ import (
 
 // Error codes of the JSON error bodies.
 const (
-	CodeRateLimit   = "rate_limit"
-	CodeUnavailable = "rate_limiter_unavailable"
+	CodeRateLimit        = "rate_limit"
+	CodeConcurrencyLimit = "concurrency_limit"
+	CodeUnavailable      = "rate_limiter_unavailable"
 )
 
 // WriteDenied answers a denied request: 429 with Retry-After when the
-// policy denied, 503 when the store failed and the policy fails closed.
+// policy denied (concurrency_limit when a concurrency policy had no place
+// free, rate_limit otherwise), 503 when the store failed and the policy
+// fails closed.
 func WriteDenied(w http.ResponseWriter, d limiter.Decision) {
 	name := ""
 	if d.Policy != nil {
@@ -36,6 +39,15 @@ func WriteDenied(w http.ResponseWriter, d limiter.Decision) {
 			Error:   CodeRateLimit,
 			Message: fmt.Sprintf("the request costs %d, more than policy %q can ever grant (%d)", d.Cost, name, d.Limit),
 			Policy:  name,
+		})
+	case d.Policy != nil && d.Policy.Algorithm == limiter.Concurrency:
+		secs := header.RetryAfterSeconds(d)
+		w.Header().Set(header.RetryAfter, strconv.FormatInt(secs, 10))
+		jsonerror.Write(w, http.StatusTooManyRequests, jsonerror.Body{
+			Error:         CodeConcurrencyLimit,
+			Message:       fmt.Sprintf("policy %q allows %d requests in flight at once, and they all are; retry in %ds", name, d.Limit, secs),
+			Policy:        name,
+			RetryAfterSec: secs,
 		})
 	default:
 		secs := header.RetryAfterSeconds(d)

@@ -1,7 +1,6 @@
 package routelimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -133,6 +132,10 @@ type compiled struct {
 	withoutUser   []*limiter.Policy // the policies that do not key by username
 	needsRoute    bool
 	fallbackRoute string // the route part when chi has not routed the request
+	// ends: a policy acts when the response has ended (a concurrency hold,
+	// refund_status), so the response's status is recorded and the
+	// request's ticket ended.
+	ends bool
 }
 
 // New checks cfg and returns a Middleware.
@@ -156,6 +159,7 @@ func New(cfg Config) (*Middleware, error) {
 			if !keyparts.Needs([]*limiter.Policy{p}, identity.PartUsername) {
 				c.withoutUser = append(c.withoutUser, p)
 			}
+			c.ends = c.ends || p.EndsWithResponse()
 		}
 		c.fallbackRoute = r.path
 		if r.prefix {
@@ -190,7 +194,11 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			jsonerror.LookupFailed(w)
 			return
 		}
-		if !m.limit(w, r, id, rt, nil) {
+		if rt.ends {
+			m.serveEnding(w, r, id, rt, next)
+			return
+		}
+		if !m.limit(w, r, id, rt, nil, nil) {
 			return
 		}
 		if id.UnknownKey {
@@ -199,6 +207,48 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// serveEnding serves a request of a route with policies that act when its
+// response has ended: its concurrency holds are released, and its
+// refund_status charges refunded, once whatever ends it (the handler
+// returning, the client gone, a panic), after the handler returned and off
+// its path, with the status it answered.
+func (m *Middleware) serveEnding(w http.ResponseWriter, r *http.Request, id *identity.Identity, rt *compiled, next http.Handler) {
+	rec := &statusRecorder{ResponseWriter: w}
+	var ticket *limiter.Ticket
+	returned := false
+	defer func() {
+		if !returned {
+			rec.status = 0 // a panic: whatever it wrote, no answer of its own
+		}
+		ticket.End(rec.status)
+	}()
+	switch {
+	case !m.limit(rec, r, id, rt, nil, &ticket):
+	case id.UnknownKey:
+		jsonerror.UnknownAPIKey(rec)
+	default:
+		next.ServeHTTP(rec, r)
+		if rec.status == 0 && !rec.hijacked {
+			rec.status = http.StatusOK // returned without writing: net/http answers 200
+		}
+	}
+	returned = true
+}
+
+// EndingPolicy returns the first policy of the routes that acts when its
+// response has ended (limiter.Policy.EndsWithResponse), or nil. Doors that
+// never see a response (a gateway's check) refuse such routes.
+func (m *Middleware) EndingPolicy() *limiter.Policy {
+	for i := range m.routes {
+		for _, p := range m.routes[i].Policies {
+			if p.EndsWithResponse() {
+				return p
+			}
+		}
+	}
+	return nil
 }
 
 // Match returns the route a request for method and urlPath matches, or nil.
@@ -262,7 +312,7 @@ func (m *Middleware) Limit(w http.ResponseWriter, r *http.Request, id *identity.
 	if rt == nil {
 		return true
 	}
-	return m.limit(w, r, id, rt, nil)
+	return m.limit(w, r, id, rt, nil, nil)
 }
 
 // LimitUsername is Limit with the login username given (a gateway passes
@@ -273,7 +323,7 @@ func (m *Middleware) LimitUsername(w http.ResponseWriter, r *http.Request, id *i
 	if rt == nil {
 		return true
 	}
-	return m.limit(w, r, id, rt, &username)
+	return m.limit(w, r, id, rt, &username, nil)
 }
 
 // RefuseUsername answers a login whose username cannot be read (a gateway
@@ -287,7 +337,7 @@ func (m *Middleware) RefuseUsername(w http.ResponseWriter, r *http.Request, id *
 		return m.Limit(w, r, id, route)
 	}
 	m.routeKeyPart(r, id, rt)
-	return m.charge(w, r, id, rt.withoutUser, &username.Error{Status: http.StatusBadRequest, Reason: reason})
+	return m.charge(w, r, id, rt.withoutUser, &username.Error{Status: http.StatusBadRequest, Reason: reason}, nil)
 }
 
 // RouteName is the route key part of a request for method matched by route
@@ -302,7 +352,8 @@ func (m *Middleware) RouteName(method string, route *Route) string {
 }
 
 // limit is Limit; given, when not nil, is the login username as given.
-func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.Identity, rt *compiled, given *string) bool {
+// ticket, when not nil, receives the granted request's ticket.
+func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.Identity, rt *compiled, given *string, ticket **limiter.Ticket) bool {
 	m.routeKeyPart(r, id, rt)
 	if rt.byUsername && id.Username == "" {
 		var name string
@@ -315,11 +366,11 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request, id *identity.
 		if uerr != nil {
 			// Refused, but charged to the policies that do not key by
 			// username: sending bad names costs the sender its attempts.
-			return m.charge(w, r, id, rt.withoutUser, uerr)
+			return m.charge(w, r, id, rt.withoutUser, uerr, ticket)
 		}
 		id.Username = name
 	}
-	return m.charge(w, r, id, rt.Policies, nil)
+	return m.charge(w, r, id, rt.Policies, nil, ticket)
 }
 
 func (m *Middleware) routeKeyPart(r *http.Request, id *identity.Identity, rt *compiled) {
@@ -329,10 +380,16 @@ func (m *Middleware) routeKeyPart(r *http.Request, id *identity.Identity, rt *co
 }
 
 // charge charges policies to id and answers a denial, or userErr (a
-// refused username) when they allow; it reports whether the request may go on.
-func (m *Middleware) charge(w http.ResponseWriter, r *http.Request, id *identity.Identity, policies []*limiter.Policy, userErr *username.Error) bool {
+// refused username) when they allow; it reports whether the request may go
+// on. ticket, when not nil, receives what the request's end must do.
+func (m *Middleware) charge(w http.ResponseWriter, r *http.Request, id *identity.Identity, policies []*limiter.Policy, userErr *username.Error, ticket **limiter.Ticket) bool {
 	var buf [4]limiter.Decision // a route rarely has more: no allocation
-	decisions, ok := m.check(r.Context(), buf[:0], policies, id, 1)
+	var stack [4]limiter.Request
+	reqs := m.requests(stack[:0], policies, id, 1)
+	decisions, ok := m.cfg.Limiter.AppendAllowAll(r.Context(), buf[:0], reqs)
+	if ok && ticket != nil {
+		*ticket = m.cfg.Limiter.Ticket(reqs, decisions)
+	}
 	return Answer(w, r, m.cfg.Clock(), decisions, ok, userErr)
 }
 
@@ -376,16 +433,13 @@ func (m *Middleware) compiledFor(rt *Route) *compiled {
 	return nil
 }
 
-// check charges cost to every policy for id, all or nothing, each scaled by
-// id's plan, appending the decisions to dst, the caller's buffer. It
-// reports whether the request may go on.
-func (m *Middleware) check(ctx context.Context, dst []limiter.Decision, policies []*limiter.Policy, id *identity.Identity, cost int64) ([]limiter.Decision, bool) {
-	var stack [4]limiter.Request // a route rarely has more: no allocation
-	reqs := stack[:0]
+// requests are the requests charging cost to every policy for id, each
+// scaled by id's plan, appended to dst (the caller's buffer).
+func (m *Middleware) requests(dst []limiter.Request, policies []*limiter.Policy, id *identity.Identity, cost int64) []limiter.Request {
 	for _, p := range policies {
-		reqs = append(reqs, m.id.Request(p, id, cost))
+		dst = append(dst, m.id.Request(p, id, cost))
 	}
-	return m.cfg.Limiter.AppendAllowAll(ctx, dst, reqs)
+	return dst
 }
 
 // readUsername reads the login body's username; the error says how to answer.

@@ -310,6 +310,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 			}
 			r.Get("/api/products", shop.ListProducts)
 			r.Get("/api/products/{id}", shop.GetProduct)
+			r.Get("/api/ticks", demo.Ticks)
 			r.Post("/login", demo.NewLogin().ServeHTTP)
 		})
 	}

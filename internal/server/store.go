@@ -164,7 +164,17 @@ func (st *state) health(ctx context.Context) storeHealth {
 	return storeHealth{Kind: st.name, State: h.State, Nodes: h.Nodes}
 }
 
+// drainTimeout bounds how long closing waits for the releases and refunds
+// of ended requests to reach the store (a hold not released by then ends
+// with its lease).
+const drainTimeout = 2 * time.Second
+
 func (st *state) close() {
+	if st.limiter != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+		_ = st.limiter.Drain(ctx)
+		cancel()
+	}
 	if st.redis != nil {
 		st.redis.Close() // its workers, then its client
 	}

@@ -51,7 +51,11 @@ var (
 // (the policies applied, in config order). Decisions of shadow-mode
 // policies, and decisions made without the store, are left out; with none
 // left no header is written. X-RateLimit-* describe the decision with the
-// smallest remaining (ties: the first).
+// smallest remaining (ties: the first); a concurrency policy's only when it
+// denies or no rate policy applies, since its remaining counts requests in
+// flight. A concurrency policy's RateLimit-Policy item has no window but
+// the draft's quota unit, qu="concurrent-requests", and its RateLimit item
+// a t only on a denial (the Retry-After).
 func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 	// Every value is written into one buffer, kept on the stack for the
 	// usual one or two policies, and becomes one string: two allocations
@@ -60,7 +64,7 @@ func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 	buf := stack[:0]
 	var pick *limiter.Decision
 	for i := range decisions {
-		if d := &decisions[i]; ratefields.Shown(d) && (pick == nil || d.Remaining < pick.Remaining) {
+		if d := &decisions[i]; ratefields.Shown(d) && ratefields.Describes(d, pick) {
 			pick = d
 		}
 	}
@@ -87,7 +91,11 @@ func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 		q, w := ratefields.Window(d.Policy)
 		buf = appendSFString(buf, d.Policy.Name)
 		buf = strconv.AppendInt(append(buf, ";q="...), q, 10)
-		buf = strconv.AppendInt(append(buf, ";w="...), w, 10)
+		if w > 0 {
+			buf = strconv.AppendInt(append(buf, ";w="...), w, 10)
+		} else {
+			buf = append(buf, `;qu="concurrent-requests"`...) // requests in flight, no window
+		}
 	}
 	cut[3] = len(buf)
 	first = true
@@ -106,6 +114,9 @@ func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 		}
 		buf = appendSFString(buf, d.Policy.Name)
 		buf = strconv.AppendInt(append(buf, ";r="...), max(d.Remaining, 0), 10)
+		if d.Allowed && d.Policy.Algorithm == limiter.Concurrency {
+			continue // a place is free now; when more free is not known
+		}
 		buf = strconv.AppendInt(append(buf, ";t="...), t, 10)
 	}
 	cut[4] = len(buf)

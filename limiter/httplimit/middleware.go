@@ -82,6 +82,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler { return m.engine.H
 
 // Error codes of the JSON error bodies.
 const (
-	CodeRateLimit   = routelimit.CodeRateLimit   // "rate_limit": 429, a policy denied
-	CodeUnavailable = routelimit.CodeUnavailable // "rate_limiter_unavailable": 503, the store failed and the policy fails closed
+	CodeRateLimit        = routelimit.CodeRateLimit        // "rate_limit": 429, a policy denied
+	CodeConcurrencyLimit = routelimit.CodeConcurrencyLimit // "concurrency_limit": 429, a concurrency policy has every place held
+	CodeUnavailable      = routelimit.CodeUnavailable      // "rate_limiter_unavailable": 503, the store failed and the policy fails closed
 )

@@ -40,6 +40,7 @@ type Store struct {
 	shift  uint // a key's shard is its hash >> shift
 	shards []shard
 	clock  func() time.Time
+	holds  holdTable // concurrency holds (concurrency.go)
 }
 
 var (
@@ -95,6 +96,9 @@ func (s *Store) Take(_ context.Context, p *limiter.Policy, key string, cost int6
 	if cost < 0 {
 		return d, fmt.Errorf("memstore: negative cost %d", cost)
 	}
+	if p.Algorithm == limiter.Concurrency {
+		return s.concurrency(p, key, holdTake, cost, "")
+	}
 	var r result
 	var capacity int64
 	if capacity, err = s.step(p, key, cost, nil, &r); err == nil {
@@ -107,6 +111,9 @@ func (s *Store) Take(_ context.Context, p *limiter.Policy, key string, cost int6
 func (s *Store) Undo(_ context.Context, p *limiter.Policy, key string, r limiter.Receipt) (limiter.Decision, error) {
 	if r.Cost < 0 {
 		return limiter.Decision{}, fmt.Errorf("memstore: negative undo cost %d", r.Cost)
+	}
+	if p.Algorithm == limiter.Concurrency {
+		return s.concurrency(p, key, holdRelease, 0, r.Entry)
 	}
 	var res result
 	capacity, err := s.step(p, key, 0, &r, &res)

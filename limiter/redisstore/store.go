@@ -160,6 +160,7 @@ type script struct {
 // algCodes number the algorithms for the multi-policy script.
 var algCodes = map[limiter.Algorithm]int{
 	limiter.TokenBucket: 1, limiter.LeakyBucket: 2, limiter.SlidingLog: 3, limiter.SlidingWindow: 4, limiter.FixedWindow: 5,
+	limiter.Concurrency: 6,
 }
 
 // loadScripts builds one script per algorithm and the multi-policy script
@@ -181,16 +182,22 @@ func (s *Store) loadScripts() error {
 		return err
 	}
 	all := prelude
-	for _, alg := range limiter.Algorithms() {
+	for _, alg := range append(limiter.Algorithms(), limiter.Concurrency) {
 		body, err := read(string(alg))
 		if err != nil {
 			return err
 		}
 		all += "\n" + body
 		// One policy: ARGV now, period, limit, capacity, cost, undo (0|1),
-		// receipt ref, window offset.
+		// receipt ref, window offset. Concurrency takes its lease in the
+		// period's place and an operation in undo's (0 take, 1 release, 2
+		// renew).
+		undo := "ARGV[6] == '1'"
+		if alg == limiter.Concurrency {
+			undo = "tonumber(ARGV[6])"
+		}
 		src := prelude + "\n" + body + "\nlocal r, w = " + string(alg) +
-			"(KEYS[1], KEYS[2], clock(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1', ARGV[7], tonumber(ARGV[8]))\n" +
+			"(KEYS[1], KEYS[2], clock(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), " + undo + ", ARGV[7], tonumber(ARGV[8]))\n" +
 			"if w then w() end\nreturn r\n"
 		s.scripts[alg] = newScript(string(alg), src)
 	}
@@ -446,6 +453,7 @@ var suffixes = map[limiter.Algorithm][]string{
 	limiter.SlidingLog:    {"g", "m"},
 	limiter.SlidingWindow: {"s"},
 	limiter.FixedWindow:   {"f"},
+	limiter.Concurrency:   {"c"},
 }
 
 // Keys returns the Redis keys holding key's state under p. All share the
@@ -484,6 +492,16 @@ func (s *Store) Undo(ctx context.Context, p *limiter.Policy, key string, r limit
 	return s.run(ctx, p, key, 0, "undo", r)
 }
 
+var _ limiter.Renewer = (*Store)(nil)
+
+// Renew implements limiter.Renewer: one round trip running concurrency.lua.
+func (s *Store) Renew(ctx context.Context, p *limiter.Policy, key string, r limiter.Receipt) (limiter.Decision, error) {
+	if p.Algorithm != limiter.Concurrency {
+		return limiter.Decision{}, &limiter.PolicyError{Policy: p.Name, Field: "algorithm", Reason: fmt.Sprintf("only concurrency holds are renewed, not %s", p.Algorithm)}
+	}
+	return s.run(ctx, p, key, 0, "renew", r)
+}
+
 func (s *Store) run(ctx context.Context, p *limiter.Policy, key string, cost int64, op string, r limiter.Receipt) (limiter.Decision, error) {
 	sc := s.scripts[p.Algorithm]
 	if sc == nil {
@@ -504,13 +522,23 @@ func (s *Store) run(ctx context.Context, p *limiter.Policy, key string, cost int
 	}
 	args = append(args, now)
 	args = append(args, s.policyConsts(p)...)
-	if op == "undo" {
+	switch {
+	case op != "take" && p.Algorithm == limiter.Concurrency:
+		if _, err := strconv.ParseInt(r.Entry, 10, 64); err != nil {
+			return limiter.Decision{}, fmt.Errorf("redisstore: %s: %q names no hold", p.Name, r.Entry)
+		}
+		code := 1
+		if op == "renew" {
+			code = 2
+		}
+		args = append(args, r.Cost, code, r.Entry)
+	case op == "undo":
 		var ref any = r.Entry
 		if p.Algorithm == limiter.SlidingWindow || p.Algorithm == limiter.FixedWindow {
 			ref = r.Window
 		}
 		args = append(args, r.Cost, 1, ref)
-	} else {
+	default:
 		args = append(args, cost, 0, "")
 	}
 	if p.Algorithm == limiter.FixedWindow {
@@ -536,7 +564,11 @@ func (s *Store) policyConsts(p *limiter.Policy) []any {
 	if v, ok := s.consts.Load(p); ok {
 		return v.([]any)
 	}
-	c := []any{p.PeriodMicros(), p.Limit, p.Capacity()}
+	per := p.PeriodMicros()
+	if p.Algorithm == limiter.Concurrency {
+		per = p.EffectiveLease().Microseconds() // in the period's place
+	}
+	c := []any{per, p.Limit, p.Capacity()}
 	v, _ := s.consts.LoadOrStore(p, c)
 	return v.([]any)
 }
@@ -576,6 +608,8 @@ func decode(p *limiter.Policy, v []int64) limiter.Decision {
 		switch p.Algorithm {
 		case limiter.SlidingLog:
 			d.Receipt.Entry = strconv.FormatInt(v[7], 10) + ":" + strconv.FormatInt(v[6], 10)
+		case limiter.Concurrency:
+			d.Receipt.Entry = strconv.FormatInt(v[7], 10) // the hold's id
 		case limiter.SlidingWindow, limiter.FixedWindow:
 			d.Receipt.Window = v[7]
 		}

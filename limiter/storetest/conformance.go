@@ -37,6 +37,7 @@ const (
 	peek
 	undo   // undo the receipt of step ref
 	refund // give back cost units (Undo with a bare receipt)
+	renew  // renew the concurrency hold of step ref's receipt (limiter.Renewer)
 )
 
 type step struct {
@@ -238,7 +239,7 @@ func cases() []conformanceCase {
 
 // Run runs the conformance suite against stores made by newStore.
 func Run(t *testing.T, newStore Factory, opts Options) {
-	for _, tc := range cases() {
+	for _, tc := range append(cases(), concurrencyCases()...) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := NewClock(Base)
 			store := newStore(t, clock.Now)
@@ -269,6 +270,12 @@ func Run(t *testing.T, newStore Factory, opts Options) {
 					d, err = store.Undo(ctx, &p, key, receipts[st.ref])
 				case refund:
 					d, err = store.Undo(ctx, &p, key, limiter.Receipt{Cost: st.cost})
+				case renew:
+					r, ok := store.(limiter.Renewer)
+					if !ok {
+						t.Fatalf("step %d: the store keeps no concurrency holds (limiter.Renewer)", i)
+					}
+					d, err = r.Renew(ctx, &p, key, receipts[st.ref])
 				}
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
@@ -280,11 +287,15 @@ func Run(t *testing.T, newStore Factory, opts Options) {
 				if d.Limit != p.Capacity() {
 					t.Errorf("step %d: Limit = %d, want %d", i, d.Limit, p.Capacity())
 				}
-				if d.Allowed && st.op == take && d.Receipt.Cost != st.cost {
-					t.Errorf("step %d: receipt cost = %d, want %d", i, d.Receipt.Cost, st.cost)
+				wantCost := st.cost
+				if p.Algorithm == limiter.Concurrency {
+					wantCost = 1 // a hold is one request
+				}
+				if d.Allowed && st.op == take && d.Receipt.Cost != wantCost {
+					t.Errorf("step %d: receipt cost = %d, want %d", i, d.Receipt.Cost, wantCost)
 				}
 				if opts.AfterStep != nil {
-					wrote := st.op == undo || st.op == refund || (st.op == take && d.Allowed)
+					wrote := st.op == undo || st.op == refund || (st.op == take || st.op == renew) && d.Allowed
 					opts.AfterStep(t, &p, key, d, wrote)
 				}
 			}

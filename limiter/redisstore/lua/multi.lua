@@ -2,8 +2,9 @@
 -- KEYS: each request's keys in order (two for sliding_log, else one).
 -- ARGV: now (us; empty: Redis TIME), then seven per request: algorithm
 --   (1 token_bucket, 2 leaky_bucket, 3 sliding_log, 4 sliding_window,
---   5 fixed_window), period, limit, capacity, cost, enforce (1; 0 for a
---   shadow policy, whose denial denies nothing), window offset.
+--   5 fixed_window, 6 concurrency), period (concurrency: its lease),
+--   limit, capacity, cost, enforce (1; 0 for a shadow policy, whose denial
+--   denies nothing), window offset.
 -- Each request sees the state the ones before it left: a grant's writes wait
 -- for the end, unless a later request names one of its keys; then they are
 -- made first, the keys saved beforehand (DUMP, PTTL) so that a denial can
@@ -11,7 +12,7 @@
 -- Reply: the replies of the requests decided, eight integers each, up to
 -- and including the first enforced denial; then every key is as it was, and
 -- the grants before it tell their state uncharged.
-local algs = {token_bucket, leaky_bucket, sliding_log, sliding_window, fixed_window}
+local algs = {token_bucket, leaky_bucket, sliding_log, sliding_window, fixed_window, concurrency}
 local now = clock(ARGV[1])
 local n = (#ARGV - 1) / 7
 local calls, replies, writes, done = {}, {}, {}, {}
