@@ -234,10 +234,7 @@ func TestBinaryConcurrencyLeaseFreesAKilledGatewaysHolds(t *testing.T) {
 		}
 	}()
 	earliestEnd := held[0].sent.Add(lease)
-	if err := doomed.Cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	doomed.Cmd.Wait()
+	doomed.Kill(t)
 	latestEnd := time.Now().Add(lease)
 
 	deadline := latestEnd.Add(10 * time.Second)

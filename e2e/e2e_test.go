@@ -221,6 +221,17 @@ func (g *Gateway) stop() (code int, took time.Duration, ok bool) {
 	return g.Cmd.ProcessState.ExitCode(), time.Since(begin), ok
 }
 
+// Kill ends the process with SIGKILL, as a crash would, and waits for it:
+// nothing of a graceful shutdown runs.
+func (g *Gateway) Kill(t testing.TB) {
+	t.Helper()
+	g.stopped.Store(true)
+	if err := g.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-g.exited
+}
+
 // Reload sends SIGHUP: the process rereads its config file.
 func (g *Gateway) Reload(t testing.TB) {
 	t.Helper()
