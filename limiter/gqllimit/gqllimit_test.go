@@ -72,10 +72,10 @@ func TestThrottled(t *testing.T) {
 	}
 }
 
-// Rejections before execution charge nothing and execute nothing.
-func TestRejectionsChargeNothing(t *testing.T) {
-	e := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.MaxDepth = 4 }})
-	before := e.available(t)
+// Rejections before execution are charged the rejection cost and execute nothing;
+// the limits hold over the whole document, a fragment no operation spreads included.
+func TestRejectionsChargeRejectionCost(t *testing.T) {
+	e := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.MaxDepth = 4; c.RejectionCost = 3 }})
 	tests := []struct {
 		name   string
 		query  string
@@ -84,11 +84,14 @@ func TestRejectionsChargeNothing(t *testing.T) {
 	}{
 		{"over max_cost", `{ products(first: 100) { nodes { variants(first: 100) { id } } } }`, 400, gqllimit.CodeMaxCostExceeded},
 		{"too deep", `{ products { nodes { reviews { author { name } } } } }`, 400, gqllimit.CodeMaxDepthExceeded},
+		{"too deep in a fragment no operation spreads", `{ __typename } fragment F on Query { products { nodes { reviews { author { name } } } } }`, 400, gqllimit.CodeMaxDepthExceeded},
 		{"parse error", `{ products( }`, 400, gqllimit.CodeParseFailed},
+		{"validation", `{ products { nodes { nope } } }`, 400, gqllimit.CodeValidationFailed},
 		{"batch", ``, 400, gqllimit.CodeBatchNotSupported},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			before := e.available(t)
 			var r *gqltest.Result
 			if tc.code == gqllimit.CodeBatchNotSupported {
 				r = e.raw(t, "POST", "/graphql", []byte(`[{"query":"{ __typename }"},{"query":"{ __typename }"}]`), nil)
@@ -97,6 +100,7 @@ func TestRejectionsChargeNothing(t *testing.T) {
 			}
 			must(t, r.Status == tc.status && r.Code() == tc.code, "status %d code %q, want %d %q: %s", r.Status, r.Code(), tc.status, tc.code, r.Body)
 			must(t, string(r.Res.Data) == "null", "data %s", r.Res.Data)
+			must(t, before-e.available(t) == 3, "charged %d, want the rejection cost, 3", before-e.available(t))
 		})
 	}
 	r := e.post(t, `{ products(first: 100) { nodes { variants(first: 100) { id } } } }`, nil, nil)
@@ -105,7 +109,24 @@ func TestRejectionsChargeNothing(t *testing.T) {
 	if p := e.post(t, `{ products( }`, nil, nil); strings.Contains(p.Body, `"cost"`) {
 		t.Errorf("a document that did not parse got extensions.cost: %s", p.Body)
 	}
-	must(t, e.available(t) == before, "rejections consumed tokens: %d, want %d", e.available(t), before)
+}
+
+// A request the bucket cannot pay for is throttled and charged nothing,
+// whatever else is wrong with it: a client that backs off recovers.
+func TestThrottledRefusalChargesNothing(t *testing.T) {
+	p := graphqlPolicy()
+	p.Burst = 5
+	e := newEnv(t, envOpts{policy: p, cfg: func(c *gqllimit.Config) { c.RejectionCost = 3 }})
+	if r := e.post(t, `{ products( }`, nil, nil); r.Status != 400 || e.available(t) != 2 {
+		t.Fatalf("the first refusal: %d, %d left, want 400 and 2 left", r.Status, e.available(t))
+	}
+	before := e.available(t)
+	for _, q := range []string{`{ products( }`, `{ products { nodes { nope } } }`} {
+		r := e.post(t, q, nil, nil)
+		must(t, r.Status == 429 && r.Code() == gqllimit.CodeThrottled, "%s: %d %s, want 429 THROTTLED", q, r.Status, r.Body)
+		must(t, r.Header.Get("Retry-After") != "", "%s: no Retry-After", q)
+	}
+	must(t, e.available(t) == before, "charged %d", before-e.available(t))
 }
 
 // 100 aliased copies of a field cost 100 times one.
