@@ -21,8 +21,17 @@ type Limits struct {
 	// Nodes is the size of the document as written, not expanded (MeasureDocument
 	// alone counts it): every definition, selection, argument, directive, variable
 	// definition and value, each item of a list and each field of an input object
-	// included. Parsing and validating take time in proportion to it.
+	// included. Parsing takes time in proportion to it.
 	Nodes int
+	// Visits is what a validator that walks each operation and each fragment
+	// definition with the fragments they reach (gqlparser's) visits: the
+	// selections of each, and of each fragment it reaches once, for every
+	// operation and fragment definition (MeasureDocument alone counts it). It
+	// is about the selections as written, but for fragments spread inside
+	// fragments, which are visited again for each fragment above them. It stops
+	// counting somewhat past 16 visits per node: FragmentDepth tells a
+	// document that goes further.
+	Visits int
 }
 
 // Measure computes the [Limits] of the named operation of a parsed document that has not
@@ -230,7 +239,80 @@ func MeasureDocument(doc *ast.QueryDocument) (Limits, error) {
 	}
 	l := all.limits()
 	l.Nodes = toInt(documentNodes(doc))
+	l.Visits = toInt(visits(doc, m.frags.byName(), 16*int64(l.Nodes)+1<<16))
 	return l, nil
+}
+
+// visits counts what walking doc visits (see Limits.Visits), up to limit: each
+// fragment's own selections are counted once, then summed over the fragments
+// each operation and fragment definition reaches. The document has no cycle
+// (MeasureDocument checked).
+func visits(doc *ast.QueryDocument, byName map[string]*ast.FragmentDefinition, limit int64) int64 {
+	type info struct {
+		own     int64
+		spreads []*ast.FragmentDefinition // each once
+		seen    int                       // the root that reached it last (1-based)
+	}
+	infos := make(map[*ast.FragmentDefinition]*info, len(byName))
+	scan := func(set ast.SelectionSet) *info {
+		in := &info{}
+		seen := map[*ast.FragmentDefinition]bool{}
+		var walk func(ast.SelectionSet)
+		walk = func(set ast.SelectionSet) {
+			for _, sel := range set {
+				in.own++
+				switch sel := sel.(type) {
+				case *ast.Field:
+					walk(sel.SelectionSet)
+				case *ast.InlineFragment:
+					walk(sel.SelectionSet)
+				case *ast.FragmentSpread:
+					if f := byName[sel.Name]; f != nil && !seen[f] {
+						seen[f] = true
+						in.spreads = append(in.spreads, f)
+					}
+				}
+			}
+		}
+		walk(set)
+		return in
+	}
+	for _, f := range byName {
+		infos[f] = scan(f.SelectionSet)
+	}
+	var total int64
+	root := 0
+	var reach func(in *info)
+	reach = func(in *info) {
+		for _, f := range in.spreads {
+			g := infos[f]
+			if g.seen == root || total > limit {
+				continue
+			}
+			g.seen = root
+			total += g.own
+			reach(g)
+		}
+	}
+	for _, op := range doc.Operations {
+		root++
+		in := scan(op.SelectionSet)
+		total += in.own
+		reach(in)
+	}
+	for _, f := range doc.Fragments {
+		root++
+		in := infos[f]
+		if in == nil {
+			in = scan(f.SelectionSet) // a second definition of a name
+		}
+		total += in.own
+		reach(in)
+		if total > limit {
+			break
+		}
+	}
+	return total
 }
 
 // spreadNames returns the names of the fragments spread anywhere in doc.

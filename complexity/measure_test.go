@@ -72,44 +72,51 @@ func TestMeasureDocument(t *testing.T) {
 		name, query string
 		want        complexity.Limits
 	}{
-		{"one operation", `{ a { b } }`, complexity.Limits{Depth: 2, Fields: 2, Nodes: 3}},
+		{"one operation", `{ a { b } }`, complexity.Limits{Depth: 2, Fields: 2, Nodes: 3, Visits: 2}},
 		{
 			name:  "every operation, selected or not: fields and aliases summed, depth the deepest",
 			query: `query A { x: a } query B { b { c { d } } y: e }`,
-			want:  complexity.Limits{Depth: 3, Aliases: 2, Fields: 5, Nodes: 7},
+			want:  complexity.Limits{Depth: 3, Aliases: 2, Fields: 5, Nodes: 7, Visits: 5},
 		},
 		{
 			name:  "an unused fragment counts",
 			query: `{ __typename } fragment F on T { a: id b: id c { d } }`,
-			want:  complexity.Limits{Depth: 2, Aliases: 2, Fields: 5, Nodes: 7},
+			want:  complexity.Limits{Depth: 2, Aliases: 2, Fields: 5, Nodes: 7, Visits: 5},
 		},
 		{
 			name: "a used fragment counts where it is spread, not once more on its own",
 			// a, a.x, b, b.x: F twice; the fragment definition itself is not a root.
 			query: `{ a { ...F } b { ...F } } fragment F on T { x }`,
-			want:  complexity.Limits{Depth: 2, Fields: 4, FragmentDepth: 1, Nodes: 7},
+			want:  complexity.Limits{Depth: 2, Fields: 4, FragmentDepth: 1, Nodes: 7, Visits: 6},
 		},
 		{
 			name: "unused fragments spreading one another: counted from the one nothing spreads",
 			// G is spread by F: counted inside F (x, and y twice), F a root.
 			query: `{ __typename } fragment F on T { x ...G ...G } fragment G on T { y }`,
-			want:  complexity.Limits{Depth: 1, Fields: 4, FragmentDepth: 1, Nodes: 8},
+			want:  complexity.Limits{Depth: 1, Fields: 4, FragmentDepth: 1, Nodes: 8, Visits: 6},
 		},
 		{
 			name:  "fragment depth is the nesting of spreads",
 			query: `{ ...A } fragment A on Q { ...B } fragment B on Q { ...C } fragment C on Q { x }`,
-			want:  complexity.Limits{Depth: 1, Fields: 1, FragmentDepth: 3, Nodes: 8},
+			want:  complexity.Limits{Depth: 1, Fields: 1, FragmentDepth: 3, Nodes: 8, Visits: 10},
 		},
 		{
 			name:  "a second definition of a name is a root: no spread finds it",
 			query: `{ ...F } fragment F on Q { x } fragment F on Q { y z }`,
-			want:  complexity.Limits{Depth: 1, Fields: 3, FragmentDepth: 1, Nodes: 7},
+			want:  complexity.Limits{Depth: 1, Fields: 3, FragmentDepth: 1, Nodes: 7, Visits: 5},
+		},
+		{
+			name: "visits: each fragment again for every fragment that reaches it",
+			// The operation: its ...A, A's ...B, B's two ...C, C's x (C once): 5; then
+			// A with what it reaches: 4; B: 3; C: 1.
+			query: `{ ...A } fragment A on Q { ...B } fragment B on Q { ...C ...C } fragment C on Q { x }`,
+			want:  complexity.Limits{Depth: 1, Fields: 2, FragmentDepth: 3, Nodes: 9, Visits: 13},
 		},
 		{
 			name:  "nodes count arguments, values, list items, directives and variables as written",
 			query: `query Q($n: Int = 3) @d { a(x: [1, 2], y: {z: $n}) @skip(if: false) }`,
 			// Q, $n, 3, @d, a, x, [ ], 1, 2, y, { }, z's $n, @skip, if, false
-			want: complexity.Limits{Depth: 1, Fields: 1, Nodes: 15},
+			want: complexity.Limits{Depth: 1, Fields: 1, Nodes: 15, Visits: 1},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -216,10 +216,10 @@ func TestBinaryWebsocketSubscribeBomb(t *testing.T) {
 	if len(m) > 1<<20 || len(msg.Payload) > 101 {
 		t.Errorf("the error message is %d bytes with %d errors for a %d-byte subscribe", len(m), len(msg.Payload), len(query))
 	}
-	// The rejection cost is 1, but the document has 462 fields: reading it
-	// costs 5 (a token per 100 fields), and a refusal is never cheaper.
-	if after := available(t, g.Base); after != before-5 {
-		t.Errorf("the bucket holds %d after the refusal, %d before: want it charged 5, what reading it cost", after, before)
+	// The rejection cost is 1, but reading the subscribe's 927 nodes took
+	// 2 tokens (one per 500), and a refusal is never cheaper than that.
+	if after := available(t, g.Base); after != before-2 {
+		t.Errorf("the bucket holds %d after the refusal, %d before: want it charged 2, what reading it took", after, before)
 	}
 }
 

@@ -120,10 +120,11 @@ func (m *merger) once(kind byte, fields []*ast.Field) bool {
 	for _, id := range ids {
 		key = append(key, byte(id), byte(id>>8), byte(id>>16), byte(id>>24))
 	}
-	if m.checked[string(key)] {
+	k := string(key)
+	if m.checked[k] {
 		return false
 	}
-	m.checked[string(key)] = true
+	m.checked[k] = true
 	return true
 }
 

@@ -300,8 +300,10 @@ type state struct {
 	policy     *limiter.Policy  // the caller's bucket: Config.Policy scaled by plan
 	key        string           // and its store key, resolved once per request
 	register   string           // the persisted-query hash to register the query under once it was charged
-	floor      int64            // what reading the request costs, in tokens: the least it is charged (readingCost)
+	floor      int64            // what reading the request costs, in tokens: the least an operation that runs is charged (readingCost)
+	read       int64            // what reading it took so far, in tokens: the least a refusal is charged
 	refused    bool             // a refusal was charged (refuse): once per request
+	size       int              // the request's bytes
 	valid      bool             // the document validated (the middleware's reading, which gqlgen then runs)
 	errs       gqlerror.List    // the validation errors answered, for a websocket's error message
 	slot       *slot            // an open subscription's place among its key's

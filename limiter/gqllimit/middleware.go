@@ -152,13 +152,13 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
-			st.floor = readingCost(complexity.Limits{}, int(l.cfg.MaxBodyBytes))
+			st.read = readingCost(complexity.Limits{}, int(l.cfg.MaxBodyBytes))
 			return st, r, nil, l.refuse(r.Context(), st, reject(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the body is larger than %d bytes", l.cfg.MaxBodyBytes))
 		case err != nil:
 			return nil, r, nil, reject(http.StatusBadRequest, CodeBadRequest, "could not read the body")
 		}
 		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
-			st.floor = readingCost(complexity.Limits{}, len(body))
+			st.read = readingCost(complexity.Limits{}, len(body))
 			return st, r, nil, l.refuse(r.Context(), st, reject(http.StatusBadRequest, CodeBatchNotSupported, "batched operations are not supported; send one operation per request"))
 		}
 		if rerr := readBody(body, &p); rerr != nil {
@@ -178,11 +178,11 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 	size := len(body) + len(r.URL.RawQuery)
 	doc, rerr := l.document(query, p.OperationName, size)
 	if rerr != nil {
-		st.floor = rerr.cost
+		st.read = rerr.cost
 		return st, r, nil, l.refuse(r.Context(), st, rerr) // it did not parse: no extensions.cost
 	}
-	st.doc, st.register = doc, register
-	st.floor = readingCost(doc.limits, size)
+	st.doc, st.register, st.size = doc, register, size
+	st.floor, st.read = readingCost(doc.limits, size), writtenCost(doc.limits, size)
 	st.op = &operation{Method: r.Method, Query: query, OperationName: p.OperationName, Extensions: p.Extensions, Document: doc.doc, doc: doc,
 		rawVariables: p.rawVariables}
 	if idErr != nil {
@@ -237,6 +237,8 @@ func (l *Limiter) check(ctx context.Context, st *state) *Error {
 		}
 		l.wouldReject(st, e)
 	}
+	// From here, refusals have had the document validated too.
+	st.read = validatedCost(doc.limits, st.size)
 	if e := l.validate(st); e != nil {
 		return l.refuse(ctx, st, e)
 	}
@@ -315,7 +317,7 @@ func (l *Limiter) prePrice(st *state, doc *document) {
 // limited. No state is keyed by the guess.
 func (l *Limiter) unknownKey(w http.ResponseWriter, r *http.Request, st *state) {
 	p, key := l.bucket(st)
-	d := l.cfg.Limiter.Allow(r.Context(), p, key, max(1, st.floor)) // what reading the request cost, at least 1
+	d := l.cfg.Limiter.Allow(r.Context(), p, key, max(1, st.read)) // what reading the request cost, at least 1
 	st.decision, st.headers = d, p.EffectiveMode() != limiter.Shadow
 	st.stats.Limit, st.stats.RestoreRate = p.Capacity(), restoreRate(p)
 	st.stats.HasBucket = d.HasState()

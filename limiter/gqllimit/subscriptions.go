@@ -168,7 +168,7 @@ func isUpgrade(r *http.Request) bool {
 func (l *Limiter) readStreamed(ctx context.Context, c *connection, p *graphql.RawParams) (*state, *Error) {
 	st := &state{lim: l, id: c.id, conn: c}
 	if int64(len(p.Query)) > l.cfg.MaxBodyBytes {
-		st.floor = readingCost(complexity.Limits{}, len(p.Query))
+		st.read = readingCost(complexity.Limits{}, len(p.Query))
 		return nil, l.refuse(ctx, st, reject(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the query is larger than %d bytes", l.cfg.MaxBodyBytes))
 	}
 	if strings.TrimSpace(p.Query) == "" {
@@ -176,10 +176,11 @@ func (l *Limiter) readStreamed(ctx context.Context, c *connection, p *graphql.Ra
 	}
 	doc, rerr := l.document(p.Query, p.OperationName, len(p.Query))
 	if rerr != nil {
-		st.floor = rerr.cost
+		st.read = rerr.cost
 		return nil, l.refuse(ctx, st, rerr)
 	}
-	st.doc, st.floor = doc, readingCost(doc.limits, len(p.Query))
+	st.doc, st.size = doc, len(p.Query)
+	st.floor, st.read = readingCost(doc.limits, st.size), writtenCost(doc.limits, st.size)
 	st.op = &operation{Method: http.MethodGet, Query: p.Query, OperationName: p.OperationName, Document: doc.doc, doc: doc,
 		variables: p.Variables, decoded: true}
 	if !c.hold(st) {

@@ -34,8 +34,8 @@ func TestProxyValidationIsBounded(t *testing.T) {
 	if r.Status != 400 || len(r.Res.Errors) != 101 || len(r.Body) > 1<<20 {
 		t.Errorf("%d, %d errors, %d bytes", r.Status, len(r.Res.Errors), len(r.Body))
 	}
-	if charged := before - e.available(t); charged != 10 {
-		t.Errorf("charged %d, want 10: reading 998 fields", charged)
+	if charged := before - e.available(t); charged != 4 {
+		t.Errorf("charged %d, want 4: reading 1,997 nodes", charged)
 	}
 	if n := up.calls.Load(); n != 0 {
 		t.Errorf("the upstream got %d calls", n)
