@@ -1,6 +1,7 @@
 package gqllimit_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -99,5 +100,34 @@ func TestGqlgenRunsTheMiddlewaresReading(t *testing.T) {
 	}
 	if n := validations.Load(); n != 0 {
 		t.Errorf("gqlgen validated %d documents itself", n)
+	}
+}
+
+// Over a websocket, a subscription that does not validate is refused in the
+// protocol's error message with every error (at most 100, and the one saying
+// validation stopped), not the one gqlgen's interface carries, and charged.
+func TestWebsocketValidationErrors(t *testing.T) {
+	e := newEnv(t, envOpts{streams: true})
+	c := dialWS(t, serveHTTP(t, e), transportWS, apiKey)
+	c.conn.SetReadLimit(4 << 20) // to measure it, whatever it is
+	var b strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&b, "variants(first: %d) { id } ", 1+i%2)
+	}
+	before := e.keyAvailable(t)
+	c.subscribe("1", "subscription { ticker(count: 1) { products(first: 1) { "+b.String()+"} } }")
+	m := c.await("1")
+	var errs []struct {
+		Message    string         `json:"message"`
+		Extensions map[string]any `json:"extensions"`
+	}
+	if m.Type != "error" || json.Unmarshal(m.Payload, &errs) != nil {
+		t.Fatalf("got %s %.300s", m.Type, m.Payload)
+	}
+	if len(errs) != 101 || errs[0].Extensions["code"] != gqllimit.CodeValidationFailed || len(m.Payload) > 1<<20 {
+		t.Errorf("%d errors, the first %v, %d bytes", len(errs), errs[0].Extensions, len(m.Payload))
+	}
+	if charged := before - e.keyAvailable(t); charged != 3 {
+		t.Errorf("charged %d, want 3: reading 1,207 nodes", charged)
 	}
 }

@@ -40,11 +40,12 @@ func isJSON(contentType string) bool {
 }
 
 // Middleware wraps the GraphQL handler (gqlgen's, with the Extension
-// installed, or Proxy). It enforces what must be decided before validation,
-// cheaply: the body size, batches, the parser's token limit, and the depth,
-// aliases and fields of the document (gqlparser's overlapping-fields
-// validation is quadratic; these checks are linear). It answers those
-// rejections itself, with nothing charged and nothing executed, and applies
+// installed, or Proxy). It reads each request once and checks it, the
+// cheapest checks first: the body size, batches, the parser's token limit,
+// the depth, aliases and fields of the whole document (every operation and
+// fragment, used or not), then validation against the schema, with rules
+// linear in the document. It answers those rejections itself, charged the
+// rejection cost (docs/graphql.md) and with nothing executed, and applies
 // the HTTP status and rate-limit headers the extension decides. A websocket
 // upgrade goes to gqlgen's transport once its caller is resolved: the
 // extension limits each operation the connection starts (proxy mode
@@ -240,7 +241,11 @@ func (l *Limiter) check(ctx context.Context, st *state) *Error {
 	// From here, refusals have had the document validated too.
 	st.read = validatedCost(doc.limits, st.size)
 	if e := l.validate(st); e != nil {
-		return l.refuse(ctx, st, e)
+		answer := l.refuse(ctx, st, e)
+		if answer == e {
+			st.errs = e.errs // answered: every error (a websocket's, by InterceptResponse)
+		}
+		return answer
 	}
 	return nil
 }

@@ -127,7 +127,6 @@ func (l *Limiter) validate(st *state) *Error {
 		st.valid = true
 		return nil
 	}
-	st.errs = errs
 	first := errs[0]
 	return &Error{Status: http.StatusBadRequest, Code: CodeValidationFailed, Message: first.Message, errs: errs}
 }
