@@ -112,7 +112,7 @@ func TestAgreesWithGqlparser(t *testing.T) {
 	schema := testSchema(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	conflicts := 0
-	for i := range 10000 {
+	for i := range 3000 {
 		q := randomDocument(r, schema)
 		ours := Validate(schema, parse(t, q), Options{Suggestions: true})
 		theirs := validator.ValidateWithRules(schema, parse(t, q), rules.NewDefaultRules())
@@ -134,8 +134,8 @@ func TestAgreesWithGqlparser(t *testing.T) {
 			conflicts++
 		}
 	}
-	if conflicts < 1000 {
-		t.Errorf("only %d of 10000 documents had a conflict: the generator tests little", conflicts)
+	if conflicts < 300 {
+		t.Errorf("only %d of 3000 documents had a conflict: the generator tests little", conflicts)
 	}
 }
 
@@ -393,7 +393,7 @@ func walkWork(tb testing.TB, schema *ast.Schema, q string, reps int) (visits int
 // places, unused fragments, long lists of values), a document 4 times the
 // size, still within the default limits (15,000 tokens), costs about 4 times
 // the work: the walk's visits, counted exactly, and the CPU time (the least
-// of five runs), where a quadratic validation costs 16 times.
+// of three runs), where a quadratic validation costs 16 times.
 func TestLinearTime(t *testing.T) {
 	schema := testSchema(t)
 	families := map[string]func(n int) string{
@@ -440,7 +440,7 @@ func TestLinearTime(t *testing.T) {
 			return `{ dog { size(unit: [` + strings.Repeat(`"x", `, n) + `]) } }`
 		},
 	}
-	const n, reps = 3000, 150
+	const n, reps = 3000, 60
 	for name, family := range families {
 		t.Run(name, func(t *testing.T) {
 			for _, q := range []string{family(n / 4), family(n)} {
@@ -451,7 +451,7 @@ func TestLinearTime(t *testing.T) {
 			least := func(q string) (int, time.Duration) {
 				var visits int
 				best := time.Duration(1 << 62)
-				for range 5 {
+				for range 3 {
 					v, d := walkWork(t, schema, q, reps)
 					visits, best = v, min(best, d)
 				}

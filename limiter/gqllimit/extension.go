@@ -135,7 +135,7 @@ func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseH
 		return resp
 	}
 	if st.rejected && len(st.errs) > 0 && !st.admitted {
-		resp.Errors = st.errs // a websocket's operation that did not validate: every error, not the one gqlgen was given
+		resp.Errors = cloneErrors(st.errs) // a websocket's operation that did not validate: every error, not the one gqlgen was given
 	}
 	switch {
 	case st.stats.DryRun && !st.dryRunData: // answered as a dry run: extensions.cost alone

@@ -2,7 +2,9 @@ package gqllimit
 
 import (
 	"context"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -158,6 +160,21 @@ func (d *document) validate(schema *ast.Schema, opts gqlvalidate.Options) gqlerr
 		}
 	})
 	return d.errs
+}
+
+// cloneErrors copies errs, kept with a document that every request sending
+// it shares, for a response that what runs after costgate may change (an
+// error presenter, another extension's response interceptor).
+func cloneErrors(errs gqlerror.List) gqlerror.List {
+	out := make(gqlerror.List, len(errs))
+	for i, e := range errs {
+		c := *e
+		c.Locations = slices.Clone(e.Locations)
+		c.Path = slices.Clone(e.Path)
+		c.Extensions = maps.Clone(e.Extensions)
+		out[i] = &c
+	}
+	return out
 }
 
 // QueryCache returns a cache for gqlgen's handler.Server.SetQueryCache that
