@@ -520,8 +520,9 @@ func TestAnalyzeLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// fields: a, products, nodes + 2 × PF (id, v, v.id) = 3 + 6; aliases: a + 2 × v
-	want := complexity.Limits{Depth: 4, Aliases: 3, Fields: 9}
+	// fields: a, products, nodes + 2 × PF (id, v, v.id) = 3 + 6; aliases: a + 2 × v;
+	// fragments spread one level deep
+	want := complexity.Limits{Depth: 4, Aliases: 3, Fields: 9, FragmentDepth: 1}
 	if got.Limits != want {
 		t.Errorf("limits = %+v, want %+v", got.Limits, want)
 	}

@@ -7,7 +7,7 @@
 //
 //	schema, err := complexity.NewSchema(astSchema)          // once; checks the directives
 //	schema, err := complexity.LoadSDL("upstream.graphql", sdl) // or from SDL (proxy mode)
-//	limits, err := complexity.Measure(doc, operationName)   // parsed, before validation
+//	limits, err := complexity.MeasureDocument(doc)          // parsed, before validation
 //	// ... validate the document ...
 //	res, err := schema.Analyze(doc, operationName, variables) // requested cost: res.Cost
 //	// ... execute ...
@@ -66,9 +66,11 @@
 // Pricing never re-walks a fragment: each is priced once per (fragment, concrete type,
 // inherited list size) and reused, and so are the selections of an interface or union
 // field for each possible type. A document of 30 fragments that each spread the next
-// twice (2^30 expansions) prices in microseconds. [Measure] counts depth, aliases and
-// fields the same way, before validation, on a document that may even contain fragment
-// cycles (reported as [ErrFragmentCycle], never a hang).
+// twice (2^30 expansions) prices in microseconds. [MeasureDocument] counts depth,
+// aliases and fields the same way over the whole document (every operation and
+// fragment, used or not), and [Measure] over one operation, before validation, on a
+// document that may even contain fragment cycles (reported as [ErrFragmentCycle],
+// never a hang).
 //
 // # Caching prices
 //

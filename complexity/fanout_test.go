@@ -22,8 +22,9 @@ func TestFanOut(t *testing.T) {
 	if res.Cost != complexity.MaxCost {
 		t.Errorf("cost = %d, want MaxCost %d", res.Cost, complexity.MaxCost)
 	}
-	// products, nodes, and 2^30 × (variants, id); depth products.nodes.variants.id
-	want := complexity.Limits{Depth: 4, Aliases: 0, Fields: 2 + 1<<31}
+	// products, nodes, and 2^30 × (variants, id); depth products.nodes.variants.id;
+	// the fan-out's 30 fragments and the one they end in, spread one inside another
+	want := complexity.Limits{Depth: 4, Aliases: 0, Fields: 2 + 1<<31, FragmentDepth: 31}
 	if res.Limits != want {
 		t.Errorf("limits = %+v, want %+v", res.Limits, want)
 	}

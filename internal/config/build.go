@@ -129,6 +129,7 @@ func (c *Config) graphqlLimits() gqllimit.Limits {
 		MaxTokens:        g.MaxTokens,
 		MaxBodyBytes:     g.MaxBodyBytes,
 		MaxSubscriptions: g.MaxSubscriptions,
+		RejectionCost:    g.RejectionCost,
 		NoRefund:         !g.Refund,
 		NoIntrospection:  !g.Introspection,
 	}

@@ -77,6 +77,7 @@ graphql:
   max_body_bytes: 1048576
   refund: true
   input_object_cost: 0  # weight of each input object value in the arguments (Apollo and IBM count 1)
+  rejection_cost: 1     # charged for a request refused before it runs (it does not parse, breaks a limit, does not validate)
   persisted_queries: true # Automatic Persisted Queries: clients may send a registered query's sha256 alone
   # upstream_timeout: 20s  # proxy mode: below the 30 s write deadline, so a client gets 504, never an empty reply
   # forward_api_key: true
@@ -265,6 +266,9 @@ type GraphQLConfig struct {
 	MaxFields         int    `yaml:"max_fields"`
 	MaxTokens         int    `yaml:"max_tokens"`
 	MaxBodyBytes      int64  `yaml:"max_body_bytes"`
+	// RejectionCost is charged for a request refused before it runs
+	// (default 1), or what reading it cost when that is more.
+	RejectionCost int64 `yaml:"rejection_cost"`
 	// MaxSubscriptions bounds the subscriptions one key has open at once,
 	// embedded (default 10), counted in each process.
 	MaxSubscriptions int   `yaml:"max_subscriptions"`
@@ -536,6 +540,7 @@ func defaults() *Config {
 			MaxTokens:         gqllimit.DefaultMaxTokens,
 			MaxBodyBytes:      gqllimit.DefaultMaxBodyBytes,
 			MaxSubscriptions:  gqllimit.DefaultMaxSubscriptions,
+			RejectionCost:     gqllimit.DefaultRejectionCost,
 			Refund:            true,
 			PersistedQueries:  true,
 			UpstreamTimeout:   gqlproxy.DefaultTimeout,

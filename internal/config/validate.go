@@ -354,7 +354,7 @@ var graphqlFields = map[string]string{
 	"Mode": "graphql.mode", "MaxCost": "graphql.max_cost", "MaxDepth": "graphql.max_depth",
 	"MaxAliases": "graphql.max_aliases", "MaxFields": "graphql.max_fields",
 	"MaxTokens": "graphql.max_tokens", "MaxBodyBytes": "graphql.max_body_bytes",
-	"MaxSubscriptions": "graphql.max_subscriptions",
+	"MaxSubscriptions": "graphql.max_subscriptions", "RejectionCost": "graphql.rejection_cost",
 }
 
 func (v *validator) graphql() {
@@ -640,6 +640,7 @@ func (c *Config) Warnings() []string {
 			{"max_tokens", int64(c.GraphQL.MaxTokens), gqllimit.DefaultMaxTokens},
 			{"max_body_bytes", c.GraphQL.MaxBodyBytes, gqllimit.DefaultMaxBodyBytes},
 			{"max_subscriptions", int64(c.GraphQL.MaxSubscriptions), gqllimit.DefaultMaxSubscriptions},
+			{"rejection_cost", c.GraphQL.RejectionCost, gqllimit.DefaultRejectionCost},
 		} {
 			if f.value == 0 && c.src.given["graphql."+f.name] {
 				out = append(out, fmt.Sprintf("graphql.%s: 0 takes the default, %d (there is no way to turn it off)", f.name, f.def))

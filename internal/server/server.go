@@ -400,8 +400,8 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 	srv.AddTransport(transport.Websocket{KeepAlivePingInterval: 10 * time.Second})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
-	// Parsed and validated documents, bounded by their estimated memory.
-	srv.SetQueryCache(gqllimit.NewQueryCache(0, 0))
+	// gl.Handler gives gqlgen the documents its middleware parsed and
+	// validated (gqllimit's QueryCache), kept by that middleware.
 	if cfg.GraphQL.Introspection {
 		srv.Use(extension.Introspection{})
 	}

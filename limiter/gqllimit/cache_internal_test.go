@@ -71,19 +71,19 @@ func validated(tb testing.TB, s *complexity.Schema, query string) *ast.Operation
 func TestDocumentCache(t *testing.T) {
 	q := `query A { products(first: 2) { nodes { id } } } query B { search(text: "x") { __typename } }`
 	l := newTestLimiter(t, 0)
-	a, _ := l.document(q, "A")
-	if again, _ := l.document(q, "A"); again != a {
+	a, _ := l.document(q, "A", 0)
+	if again, _ := l.document(q, "A", 0); again != a {
 		t.Errorf("the same text and name were parsed again")
 	}
-	if b, _ := l.document(q, "B"); b == a || b.limits == a.limits {
-		t.Errorf("operation B shares A's document or limits")
+	if b, _ := l.document(q, "B", 0); b == a {
+		t.Errorf("operation B shares A's document")
 	}
 	off := newTestLimiter(t, -1)
-	x, _ := off.document(q, "A")
-	if y, _ := off.document(q, "A"); x == y {
+	x, _ := off.document(q, "A", 0)
+	if y, _ := off.document(q, "A", 0); x == y {
 		t.Errorf("DocumentCache: -1 kept a document")
 	}
-	if _, err := l.document(`{ products( }`, ""); err == nil || err.Code != CodeParseFailed {
+	if _, err := l.document(`{ products( }`, "", 0); err == nil || err.Code != CodeParseFailed {
 		t.Errorf("parse error: %v", err)
 	}
 }
@@ -95,7 +95,7 @@ func TestPriceCacheKeyedByCostVariables(t *testing.T) {
 	s := shopSchema(t)
 	q := `query($n: Int, $after: String) { products(first: $n, after: $after) { nodes { id variants(first: 2) { id } } } }`
 	l := newTestLimiter(t, 0)
-	d, _ := l.document(q, "")
+	d, _ := l.document(q, "", 0)
 	op := validated(t, s, q)
 	fresh := func(vars map[string]any) (int64, string) {
 		res, err := s.AnalyzeOperation(op, vars)
@@ -125,7 +125,7 @@ func TestPriceCacheKeyedByCostVariables(t *testing.T) {
 	}
 
 	slicing := `query($n: Int) { products(first: $n) { nodes { id } } }`
-	ds, _ := l.document(slicing, "")
+	ds, _ := l.document(slicing, "", 0)
 	sop := validated(t, s, slicing)
 	for range 2 {
 		if _, err := ds.price(s, sop, map[string]any{"n": nil}); err == nil {
@@ -141,12 +141,12 @@ func TestCachedPricingAllocations(t *testing.T) {
 	q := `query($n: Int) { products(first: $n) { nodes { id title variants(first: 2) { id sku } } } }`
 	op := validated(t, s, q)
 	vars := map[string]any{"n": int64(10)}
-	d, _ := l.document(q, "")
+	d, _ := l.document(q, "", 0)
 	if _, err := d.price(s, op, vars); err != nil {
 		t.Fatal(err)
 	}
 	allocs := testing.AllocsPerRun(100, func() {
-		d, _ := l.document(q, "")
+		d, _ := l.document(q, "", 0)
 		d.price(s, op, vars)
 	})
 	if allocs > 4 { // the key of the cost variable's value
@@ -214,7 +214,7 @@ func BenchmarkPricing(b *testing.B) {
 		l := newTestLimiter(b, -1)
 		b.ReportAllocs()
 		for b.Loop() {
-			d, rerr := l.document(query30, "")
+			d, rerr := l.document(query30, "", 0)
 			if rerr != nil || d.measureErr != nil || d.limits.Fields != 30 {
 				b.Fatal(rerr, d.measureErr)
 			}
@@ -233,11 +233,11 @@ func BenchmarkPricing(b *testing.B) {
 		doc := parseOrFail(b, query30)
 		validator.ValidateWithRules(s.AST(), doc, nil)
 		queries.Add(context.Background(), query30, doc)
-		d, _ := l.document(query30, "")
+		d, _ := l.document(query30, "", 0)
 		d.price(s, doc.Operations[0], vars)
 		b.ReportAllocs()
 		for b.Loop() {
-			d, rerr := l.document(query30, "")
+			d, rerr := l.document(query30, "", 0)
 			if rerr != nil || d.limits.Fields != 30 {
 				b.Fatal(rerr)
 			}

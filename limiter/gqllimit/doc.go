@@ -20,11 +20,13 @@
 //
 // [Limiter.Handler] serves a gqlgen server behind the limit: it installs
 // the extension and wraps the server in the middleware. The two halves:
-// [Limiter.Middleware] wraps the GraphQL handler: it enforces the body size, refuses batches, parses with the
-// token limit and checks depth, aliases and field count before validation
-// (gqlparser's overlapping-fields rule is quadratic; these checks are
-// linear), and turns the limiter's decisions into HTTP statuses and
-// rate-limit headers, which a gqlgen extension cannot set.
+// [Limiter.Middleware] wraps the GraphQL handler: it enforces the body size,
+// refuses batches, parses with the token limit, checks the depth, aliases
+// and field count of the whole document (every operation and fragment, used
+// or not) and validates it with rules linear in the document (at most 100
+// errors), and turns the limiter's decisions into HTTP statuses and
+// rate-limit headers, which a gqlgen extension cannot set. gqlgen runs the
+// document it validated ([Limiter.QueryCache]).
 // [Limiter.Extension] is the gqlgen extension: after validation it prices
 // the operation, rejects it over max_cost or the bucket's capacity, charges
 // it, and after execution prices what the response holds and refunds the
@@ -44,7 +46,8 @@
 // # Answers
 //
 // A throttled operation is HTTP 429 with Retry-After and THROTTLED in the
-// errors; rejections before execution charge nothing and carry their code
+// errors; rejections before execution are charged Limits.RejectionCost (or
+// what reading the request took, when more: docs/graphql.md) and carry their code
 // (MAX_COST_EXCEEDED, COST_EXCEEDS_CAPACITY, SLICING_ARGUMENT_REQUIRED,
 // MAX_DEPTH_EXCEEDED, MAX_ALIASES_EXCEEDED, MAX_FIELDS_EXCEEDED,
 // MAX_TOKENS_EXCEEDED, BODY_TOO_LARGE, BATCH_NOT_SUPPORTED,

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/costgate/costgate/complexity"
@@ -22,9 +23,12 @@ type docKey struct{ query, operationName string }
 // with the token limit and measured, and what later steps learned about it. Requests
 // that send the same text share it; doc is never changed once the document is cached.
 type document struct {
-	doc        *ast.QueryDocument // parsed, not validated
-	limits     complexity.Limits
+	doc        *ast.QueryDocument // parsed; validated once validated has run
+	limits     complexity.Limits  // of the whole document
 	measureErr error
+
+	validated sync.Once
+	errs      gqlerror.List // validation's
 
 	mu       sync.Mutex
 	costVars []string // nil until the first price; then the variables the price depends on
@@ -79,8 +83,8 @@ const (
 
 // document returns the parsed and measured document of query, from the cache when the
 // same text and operation name were read before, or the rejection of a query that does
-// not parse.
-func (l *Limiter) document(query, operationName string) (*document, *Error) {
+// not parse, with what reading it cost (size is the request's).
+func (l *Limiter) document(query, operationName string, size int) (*document, *Error) {
 	key := docKey{query, operationName}
 	if l.docs != nil {
 		if d, ok := l.docs.get(key); ok {
@@ -90,12 +94,16 @@ func (l *Limiter) document(query, operationName string) (*document, *Error) {
 	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: query}, l.cfg.MaxTokens)
 	if err != nil {
 		if strings.Contains(err.Error(), "exceeded token limit") {
-			return nil, reject(http.StatusBadRequest, CodeMaxTokensExceeded, "the document has more than %d tokens", l.cfg.MaxTokens)
+			e := reject(http.StatusBadRequest, CodeMaxTokensExceeded, "the document has more than %d tokens", l.cfg.MaxTokens)
+			e.cost = l.parseCost(query, size, true, err)
+			return nil, e
 		}
-		return nil, &Error{Status: http.StatusBadRequest, Code: CodeParseFailed, Message: gqlexec.ErrorMessage(err)}
+		e := &Error{Status: http.StatusBadRequest, Code: CodeParseFailed, Message: gqlexec.ErrorMessage(err)}
+		e.cost = l.parseCost(query, size, false, err)
+		return nil, e
 	}
 	d := &document{doc: doc}
-	d.limits, d.measureErr = complexity.Measure(doc, operationName)
+	d.limits, d.measureErr = complexity.MeasureDocument(doc)
 	if l.docs != nil {
 		l.docs.add(key, d, documentWeight(query))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/internal/gqlexec"
+	"github.com/costgate/costgate/internal/gqlvalidate"
 )
 
 // operation is a GraphQL request as the middleware read it: parsed, and
@@ -132,10 +133,14 @@ func (r execRequest) Refuse(ctx context.Context, w http.ResponseWriter, status i
 }
 
 // refuse answers e; an error for an operation that was not admitted is a
-// rejection: counted (Config.OnRejection), and the answer reads the
-// caller's bucket for throttleStatus.
+// rejection: a 400 is charged the rejection cost (a document refused before
+// it ran, its variables say), every one is counted (Config.OnRejection),
+// and the answer reads the caller's bucket for throttleStatus.
 func (r execRequest) refuse(ctx context.Context, w http.ResponseWriter, e *Error) {
 	if !r.st.admitted {
+		if e.Status == http.StatusBadRequest {
+			e = r.st.lim.refuse(ctx, r.st, e)
+		}
 		r.st.lim.rejected(ctx, r.st, e)
 	}
 	writeError(w, e, r.st)
@@ -143,11 +148,22 @@ func (r execRequest) refuse(ctx context.Context, w http.ResponseWriter, e *Error
 
 func (r execRequest) RefuseAll(ctx context.Context, w http.ResponseWriter, status int, code string, errs gqlerror.List) {
 	if !r.st.admitted {
-		r.st.lim.rejected(ctx, r.st, &Error{Status: status, Code: code})
+		e := &Error{Status: status, Code: code}
+		if status == http.StatusBadRequest {
+			if e = r.st.lim.refuse(ctx, r.st, e); e.Code != code {
+				writeError(w, e, r.st) // throttled: the bucket could not pay for the refusal
+				r.st.lim.rejected(ctx, r.st, e)
+				return
+			}
+		}
+		r.st.lim.rejected(ctx, r.st, e)
+	}
+	if len(errs) > gqlvalidate.MaxErrors {
+		errs = append(errs[:gqlvalidate.MaxErrors:gqlvalidate.MaxErrors], &gqlerror.Error{Message: gqlvalidate.TooManyErrors})
 	}
 	res := gqlexec.Response{Data: json.RawMessage("null"), Extensions: map[string]any{"cost": r.Cost()}}
 	for _, e := range errs {
-		res.Errors = append(res.Errors, e)
+		res.Errors = append(res.Errors, gqlvalidate.Bound(e))
 	}
 	gqlexec.WriteResponse(w, status, res)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/internal/gqlvalidate"
 )
 
 // Extension returns the gqlgen handler extension: after validation and
@@ -35,11 +36,13 @@ const extensionName = "CostgateLimit"
 
 func (extension) ExtensionName() string { return extensionName }
 
-// Validate builds the pricing schema from gqlgen's, unless one was given.
+// Validate builds the pricing schema from gqlgen's, unless one was given,
+// and keeps gqlgen's for the middleware to validate documents against.
 func (e extension) Validate(schema graphql.ExecutableSchema) error {
 	e.l.mu.Lock()
 	defer e.l.mu.Unlock()
 	e.l.installed.Store(true)
+	e.l.validates = schema.Schema()
 	if e.l.schema != nil {
 		return nil
 	}
@@ -59,7 +62,9 @@ func (e extension) Validate(schema graphql.ExecutableSchema) error {
 
 // MutateOperationParameters reads an operation a websocket connection
 // started before gqlgen parses and validates it, as the middleware reads an
-// HTTP request: the token limit, depth, aliases and fields.
+// HTTP request: the token limit, the whole document's depth, aliases and
+// fields, validation. A refusal is one error here (gqlgen's interface);
+// InterceptResponse answers every validation error.
 func (e extension) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
 	c := connectionFrom(ctx)
 	if c == nil || !graphql.HasOperationContext(ctx) {
@@ -136,6 +141,9 @@ func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseH
 	if resp == nil || st == nil || st.op == nil {
 		return resp
 	}
+	if st.rejected && len(st.errs) > 0 && !st.admitted {
+		resp.Errors = cloneErrors(st.errs) // a websocket's operation that did not validate: every error, not the one gqlgen was given
+	}
 	switch {
 	case st.stats.DryRun && !st.dryRunData: // answered as a dry run: extensions.cost alone
 		resp.Errors, resp.Data = nil, json.RawMessage("null")
@@ -161,7 +169,19 @@ func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseH
 		if code == CodePersistedQueryNotFound {
 			status = http.StatusOK
 		}
-		e.l.rejected(ctx, st, &Error{Status: status, Code: code})
+		rerr := &Error{Status: status, Code: code}
+		if status == http.StatusBadRequest {
+			// Refused before it ran, as costgate's own refusals are: charged,
+			// and its messages (which may echo a variable's value) bounded.
+			rerr = e.l.refuse(ctx, st, rerr)
+			for _, ge := range resp.Errors {
+				gqlvalidate.Bound(ge)
+			}
+			if len(resp.Errors) > gqlvalidate.MaxErrors {
+				resp.Errors = resp.Errors[:gqlvalidate.MaxErrors]
+			}
+		}
+		e.l.rejected(ctx, st, &Error{Status: rerr.Status, Code: code})
 		e.l.ended(st)
 	}
 	if len(resp.Data) == 0 {

@@ -39,8 +39,9 @@ func (l *Limiter) settle(ctx context.Context, st *state, actual int64, err error
 	if l.cfg.OnCost != nil {
 		l.cfg.OnCost("actual", actual)
 	}
-	// Every operation costs at least 1, whatever it returned.
-	refund := st.stats.Requested - max(actual, 1)
+	// Every operation costs at least what reading it cost (at least 1),
+	// whatever it returned.
+	refund := st.stats.Requested - max(actual, st.floor, 1)
 	if l.cfg.NoRefund || !st.stats.Charged || refund <= 0 {
 		return
 	}

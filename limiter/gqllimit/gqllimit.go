@@ -16,6 +16,10 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/validator/rules"
+
+	"github.com/costgate/costgate/internal/gqlvalidate"
 
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/limiter"
@@ -34,6 +38,9 @@ const (
 	// DefaultMaxSubscriptions is the number of subscriptions one key may
 	// have open at once.
 	DefaultMaxSubscriptions = 10
+	// DefaultRejectionCost is what a request refused before execution is
+	// charged (see Limits.RejectionCost).
+	DefaultRejectionCost = 1
 )
 
 // Config configures a Limiter. Limiter, Policy and Identity are required;
@@ -121,10 +128,19 @@ type Limits struct {
 	// than it asked for (by default requested − actual is refunded).
 	NoRefund bool
 	// NoIntrospection refuses operations that select __schema or __type,
-	// after pricing and before any charge: INTROSPECTION_DISABLED (400),
-	// embedded and in proxy mode. (Embedded, gqlgen answers introspection
-	// only with its Introspection extension installed.)
+	// after pricing: INTROSPECTION_DISABLED (400), embedded and in proxy
+	// mode. (Embedded, gqlgen answers introspection only with its
+	// Introspection extension installed.) Error messages then suggest no
+	// names of the schema ("Did you mean ...?").
 	NoIntrospection bool
+	// RejectionCost is charged for a request refused before execution (a
+	// body too large, a batch, a document that does not parse, breaks a
+	// limit or does not validate, an operation over max_cost or the
+	// bucket's capacity; default 1), or what reading the request cost when
+	// that is more (see docs/graphql.md, "The gateway's own work"): the work
+	// a refused request causes is never free. A throttled request is charged
+	// nothing, so that a client that retries recovers.
+	RejectionCost int64
 }
 
 // Validate reports every problem of c, joined, as *limiter.FieldError values.
@@ -144,7 +160,7 @@ func (c *Limits) Validate() error {
 	}{
 		{"MaxCost", c.MaxCost}, {"MaxDepth", int64(c.MaxDepth)}, {"MaxAliases", int64(c.MaxAliases)},
 		{"MaxFields", int64(c.MaxFields)}, {"MaxTokens", int64(c.MaxTokens)}, {"MaxBodyBytes", c.MaxBodyBytes},
-		{"MaxSubscriptions", int64(c.MaxSubscriptions)},
+		{"MaxSubscriptions", int64(c.MaxSubscriptions)}, {"RejectionCost", c.RejectionCost},
 	} {
 		if f.value < 0 {
 			fail(f.name, "must not be negative, got %d (0 takes the default)", f.value)
@@ -201,6 +217,7 @@ type Limiter struct {
 	cfg       Config
 	mu        sync.RWMutex
 	schema    *complexity.Schema
+	validates *ast.Schema             // gqlgen's schema, that documents are validated against; nil: schema's
 	docs      *lru[docKey, *document] // nil: no document cache
 	subs      openSubscriptions
 	trust     *trust      // nil without Config.TrustedDocuments
@@ -232,6 +249,9 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.RejectionCost == 0 {
+		cfg.RejectionCost = DefaultRejectionCost
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -254,9 +274,17 @@ func New(cfg Config) (*Limiter, error) {
 }
 
 // Handler installs the extension in srv and returns srv wrapped in the
-// middleware: the whole cost limit, nothing to forget.
+// middleware: the whole cost limit, nothing to forget. It also gives srv
+// costgate's reading of each document ([Limiter.QueryCache]), so that gqlgen
+// runs the document the middleware parsed, measured and validated without
+// parsing or validating it again, and the same rules should gqlgen ever
+// validate one itself (linear in the document; no suggestions with
+// NoIntrospection). The cache replaces one set before.
 func (l *Limiter) Handler(srv *handler.Server) http.Handler {
 	srv.Use(l.Extension())
+	srv.SetQueryCache(l.QueryCache())
+	srv.SetValidationRulesFn(func() *rules.Rules { return gqlvalidate.Rules(!l.cfg.NoIntrospection) })
+	srv.SetDisableSuggestion(l.cfg.NoIntrospection)
 	return l.Middleware(srv)
 }
 
@@ -292,6 +320,12 @@ type state struct {
 	key        string           // and its store key, resolved once per request
 	register   string           // the persisted-query hash to register the query under once it was charged
 	byID       bool             // a trusted document named by documentId: gqlgen is handed its text (fillDocument)
+	floor      int64            // what reading the request costs, in tokens: the least an operation that runs is charged (readingCost)
+	read       int64            // what reading it took so far, in tokens: the least a refusal is charged
+	refused    bool             // a refusal was charged (refuse): once per request
+	size       int              // the request's bytes
+	valid      bool             // the document validated (the middleware's reading, which gqlgen then runs)
+	errs       gqlerror.List    // the validation errors answered, for a websocket's error message
 	slot       *slot            // an open subscription's place among its key's
 	conn       *connection      // the websocket connection that started the operation; nil over HTTP
 	reported   sync.Once        // an operation of a websocket connection is reported once
@@ -314,6 +348,9 @@ type Error struct {
 	Code       string
 	Message    string
 	Extensions map[string]any
+
+	errs gqlerror.List // a document that did not validate: every error, answered in place of Message
+	cost int64         // a document that did not parse: what reading it cost, in tokens
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -351,19 +388,21 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 	if err != nil {
 		var oe *complexity.OperationError
 		if errors.As(err, &oe) {
-			return &Error{Status: http.StatusBadRequest, Code: oe.Code, Message: oe.Error(), Extensions: map[string]any{"field": oe.Field, "path": oe.Path}}
+			return l.refuse(ctx, st, &Error{Status: http.StatusBadRequest, Code: oe.Code, Message: oe.Error(), Extensions: map[string]any{"field": oe.Field, "path": oe.Path}})
 		}
-		return reject(http.StatusBadRequest, CodeValidationFailed, "%v", err)
+		return l.refuse(ctx, st, reject(http.StatusBadRequest, CodeValidationFailed, "%v", err))
 	}
 	measure := l.cfg.Mode == limiter.Shadow
 	st.priced = true
-	st.stats.Requested = max(cost, 1)
+	// Never cheaper than reading it (readingCost): the whole document's
+	// fields, nodes and bytes.
+	st.stats.Requested = max(cost, st.floor, 1)
 	st.stats.Fields = fields
 	if l.cfg.OnCost != nil {
 		l.cfg.OnCost("requested", st.stats.Requested)
 	}
 	if l.cfg.NoIntrospection && introspects(op, vars) {
-		return reject(http.StatusBadRequest, CodeIntrospectionDisabled, "introspection is disabled")
+		return l.refuse(ctx, st, reject(http.StatusBadRequest, CodeIntrospectionDisabled, "introspection is disabled"))
 	}
 	if isDryRunField(op, vars) {
 		st.dryRunData = !st.dryRun // the header asks for nothing but extensions.cost
@@ -383,7 +422,7 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 			Message:    fmt.Sprintf("the operation costs %d, more than the maximum of %d", st.stats.Requested, l.cfg.MaxCost),
 			Extensions: map[string]any{"cost": st.stats.Requested, "maxCost": l.cfg.MaxCost}}
 		if !measure {
-			return e
+			return l.refuse(ctx, st, e)
 		}
 		l.wouldReject(st, e)
 	}
@@ -416,7 +455,7 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 			Message:    "the rate limiter cannot reach its store, and GraphQL fails closed; retry shortly",
 			Extensions: map[string]any{"retryAfterSec": header.UnavailableRetryAfter}}
 	case d.ExceedsCapacity && d.Outcome == limiter.Denied:
-		return exceeds()
+		return l.refuse(ctx, st, exceeds())
 	case !d.Allowed:
 		return throttled()
 	case d.Outcome == limiter.ShadowDenied && d.ExceedsCapacity:

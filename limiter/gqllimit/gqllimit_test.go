@@ -72,10 +72,10 @@ func TestThrottled(t *testing.T) {
 	}
 }
 
-// Rejections before execution charge nothing and execute nothing.
-func TestRejectionsChargeNothing(t *testing.T) {
-	e := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.MaxDepth = 4 }})
-	before := e.available(t)
+// Rejections before execution are charged the rejection cost and execute nothing;
+// the limits hold over the whole document, a fragment no operation spreads included.
+func TestRejectionsChargeRejectionCost(t *testing.T) {
+	e := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.MaxDepth = 4; c.RejectionCost = 3 }})
 	tests := []struct {
 		name   string
 		query  string
@@ -84,11 +84,14 @@ func TestRejectionsChargeNothing(t *testing.T) {
 	}{
 		{"over max_cost", `{ products(first: 100) { nodes { variants(first: 100) { id } } } }`, 400, gqllimit.CodeMaxCostExceeded},
 		{"too deep", `{ products { nodes { reviews { author { name } } } } }`, 400, gqllimit.CodeMaxDepthExceeded},
+		{"too deep in a fragment no operation spreads", `{ __typename } fragment F on Query { products { nodes { reviews { author { name } } } } }`, 400, gqllimit.CodeMaxDepthExceeded},
 		{"parse error", `{ products( }`, 400, gqllimit.CodeParseFailed},
+		{"validation", `{ products { nodes { nope } } }`, 400, gqllimit.CodeValidationFailed},
 		{"batch", ``, 400, gqllimit.CodeBatchNotSupported},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			before := e.available(t)
 			var r *gqltest.Result
 			if tc.code == gqllimit.CodeBatchNotSupported {
 				r = e.raw(t, "POST", "/graphql", []byte(`[{"query":"{ __typename }"},{"query":"{ __typename }"}]`), nil)
@@ -97,6 +100,7 @@ func TestRejectionsChargeNothing(t *testing.T) {
 			}
 			must(t, r.Status == tc.status && r.Code() == tc.code, "status %d code %q, want %d %q: %s", r.Status, r.Code(), tc.status, tc.code, r.Body)
 			must(t, string(r.Res.Data) == "null", "data %s", r.Res.Data)
+			must(t, before-e.available(t) == 3, "charged %d, want the rejection cost, 3", before-e.available(t))
 		})
 	}
 	r := e.post(t, `{ products(first: 100) { nodes { variants(first: 100) { id } } } }`, nil, nil)
@@ -105,7 +109,24 @@ func TestRejectionsChargeNothing(t *testing.T) {
 	if p := e.post(t, `{ products( }`, nil, nil); strings.Contains(p.Body, `"cost"`) {
 		t.Errorf("a document that did not parse got extensions.cost: %s", p.Body)
 	}
-	must(t, e.available(t) == before, "rejections consumed tokens: %d, want %d", e.available(t), before)
+}
+
+// A request the bucket cannot pay for is throttled and charged nothing,
+// whatever else is wrong with it: a client that backs off recovers.
+func TestThrottledRefusalChargesNothing(t *testing.T) {
+	p := graphqlPolicy()
+	p.Burst = 5
+	e := newEnv(t, envOpts{policy: p, cfg: func(c *gqllimit.Config) { c.RejectionCost = 3 }})
+	if r := e.post(t, `{ products( }`, nil, nil); r.Status != 400 || e.available(t) != 2 {
+		t.Fatalf("the first refusal: %d, %d left, want 400 and 2 left", r.Status, e.available(t))
+	}
+	before := e.available(t)
+	for _, q := range []string{`{ products( }`, `{ products { nodes { nope } } }`} {
+		r := e.post(t, q, nil, nil)
+		must(t, r.Status == 429 && r.Code() == gqllimit.CodeThrottled, "%s: %d %s, want 429 THROTTLED", q, r.Status, r.Body)
+		must(t, r.Header.Get("Retry-After") != "", "%s: no Retry-After", q)
+	}
+	must(t, e.available(t) == before, "charged %d", before-e.available(t))
 }
 
 // 100 aliased copies of a field cost 100 times one.
@@ -192,7 +213,10 @@ func fanOut(depth int) string {
 // The fan-out document is turned away before validation by its field count,
 // in time linear in its size; with the field limit lifted it is priced,
 // linearly too, at a saturated cost and rejected as MAX_COST_EXCEEDED.
-// Nothing is charged either way.
+// It is charged what reading it took: the rejection cost, 1, when refused
+// before validation; 6 when validated too (fragments nested 30 deep, each
+// walked again for every fragment above it: some 2,500 visits). Never its
+// 2^30 fields expanded, which nothing read.
 func TestFanOutDocument(t *testing.T) {
 	e := newEnv(t, envOpts{cfg: func(c *gqllimit.Config) { c.MaxDepth = 1 << 20 }})
 	before := e.available(t)
@@ -203,7 +227,7 @@ func TestFanOutDocument(t *testing.T) {
 	r = lifted.post(t, fanOut(30), nil, nil)
 	must(t, r.Status == 400 && r.Code() == gqllimit.CodeMaxCostExceeded, "fan-out with max_fields lifted: %d %s", r.Status, r.Body)
 	must(t, r.Res.Errors[0].Extensions["cost"] == float64(1<<53-1), "cost %v, want saturated 2^53−1", r.Res.Errors[0].Extensions["cost"])
-	must(t, e.available(t) == before && lifted.available(t) == before, "the fan-out was charged")
+	must(t, e.available(t) == before-1 && lifted.available(t) == before-6, "the fan-out was charged %d and, lifted, %d; want 1 and 6", before-e.available(t), before-lifted.available(t))
 }
 
 // A cost limit that would charge nothing is refused when it is built.

@@ -2,6 +2,7 @@ package gqllimit
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/internal/gqlexec"
+	"github.com/costgate/costgate/internal/gqlvalidate"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/header"
 )
@@ -39,11 +41,12 @@ func isJSON(contentType string) bool {
 }
 
 // Middleware wraps the GraphQL handler (gqlgen's, with the Extension
-// installed, or Proxy). It enforces what must be decided before validation,
-// cheaply: the body size, batches, the parser's token limit, and the depth,
-// aliases and fields of the document (gqlparser's overlapping-fields
-// validation is quadratic; these checks are linear). It answers those
-// rejections itself, with nothing charged and nothing executed, and applies
+// installed, or Proxy). It reads each request once and checks it, the
+// cheapest checks first: the body size, batches, the parser's token limit,
+// the depth, aliases and fields of the whole document (every operation and
+// fragment, used or not), then validation against the schema, with rules
+// linear in the document. It answers those rejections itself, charged the
+// rejection cost (docs/graphql.md) and with nothing executed, and applies
 // the HTTP status and rate-limit headers the extension decides. A websocket
 // upgrade goes to gqlgen's transport once its caller is resolved: the
 // extension limits each operation the connection starts (proxy mode
@@ -106,39 +109,19 @@ func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, st *state, e *Err
 // request carrying its identity, and the body read, or an error to answer
 // with (and the state so far: once the document parsed, the answer carries
 // extensions.cost); a nil state and error mean it answered the request
-// itself.
+// itself. Who pays is resolved first: every refusal of a request that got
+// as far as its body is charged (refuse), but for an ambiguous or malformed
+// request, which is refused before anything is charged.
 func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http.Request, []byte, *Error) {
-	var (
-		p    params
-		body []byte
-	)
 	switch r.Method {
 	case http.MethodGet:
 		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 			// Proxy mode: an upstream's subscriptions are not served.
 			return nil, r, nil, reject(http.StatusBadRequest, CodeSubscriptionsNotSupported, "subscriptions over websockets are not served by the proxy")
 		}
-		if rerr := readQuery(r.URL.Query(), &p); rerr != nil {
-			return nil, r, nil, rerr
-		}
 	case http.MethodPost:
 		if !isJSON(r.Header.Get("Content-Type")) {
 			return nil, r, nil, reject(http.StatusUnsupportedMediaType, CodeBadRequest, "send GraphQL as application/json (or GET)")
-		}
-		var err error
-		body, err = readAll(http.MaxBytesReader(w, r.Body, l.cfg.MaxBodyBytes), r.ContentLength)
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return nil, r, nil, reject(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the body is larger than %d bytes", l.cfg.MaxBodyBytes)
-		case err != nil:
-			return nil, r, nil, reject(http.StatusBadRequest, CodeBadRequest, "could not read the body")
-		}
-		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
-			return nil, r, nil, reject(http.StatusBadRequest, CodeBatchNotSupported, "batched operations are not supported; send one operation per request")
-		}
-		if rerr := readBody(body, &p); rerr != nil {
-			return nil, r, nil, rerr
 		}
 	case http.MethodOptions:
 		// What gqlgen's transport.Options answers; nothing runs, nothing is charged.
@@ -149,10 +132,45 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		w.Header().Set("Allow", "OPTIONS, GET, POST")
 		return nil, r, nil, reject(http.StatusMethodNotAllowed, CodeBadRequest, "use GET or POST")
 	}
+	id, r, idErr := l.cfg.Identity.Attach(r)
+	if idErr != nil {
+		// Who pays is not known: nothing can be charged, and the answer is
+		// 503 once the document is read (with its price).
+		l.cfg.Logger.Warn("costgate: API key lookup failed", "err", idErr)
+		id = nil
+	}
+	st := &state{lim: l, id: id, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug)}
+	var (
+		p    params
+		body []byte
+		err  error
+	)
+	if r.Method == http.MethodGet {
+		if rerr := readQuery(r.URL.Query(), &p); rerr != nil {
+			return nil, r, nil, rerr
+		}
+	} else {
+		body, err = readAll(http.MaxBytesReader(w, r.Body, l.cfg.MaxBodyBytes), r.ContentLength)
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			st.read = readingCost(complexity.Limits{}, int(l.cfg.MaxBodyBytes))
+			return st, r, nil, l.refuse(r.Context(), st, reject(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the body is larger than %d bytes", l.cfg.MaxBodyBytes))
+		case err != nil:
+			return nil, r, nil, reject(http.StatusBadRequest, CodeBadRequest, "could not read the body")
+		}
+		if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+			st.read = readingCost(complexity.Limits{}, len(body))
+			return st, r, nil, l.refuse(r.Context(), st, reject(http.StatusBadRequest, CodeBatchNotSupported, "batched operations are not supported; send one operation per request"))
+		}
+		if rerr := readBody(body, &p); rerr != nil {
+			return nil, r, nil, rerr
+		}
+	}
+	size := len(body) + len(r.URL.RawQuery)
 	trusted, rerr := l.trusted(r.Context(), &p) // trusted documents (trusted.go): before anything is parsed
 	if rerr != nil {
-		l.untrusted(w, r, rerr)
-		return nil, r, nil, nil
+		return l.untrusted(w, r, st, size, rerr)
 	}
 	query, register, rewritten, rerr := l.persisted(r.Context(), &p)
 	if rerr != nil {
@@ -164,41 +182,77 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 	if strings.TrimSpace(query) == "" {
 		return nil, r, nil, reject(http.StatusBadRequest, CodeBadRequest, "no query")
 	}
-	doc, rerr := trusted.document(l, query, p.OperationName)
+	doc, rerr := trusted.document(l, query, p.OperationName, size)
 	if rerr != nil {
-		return nil, r, nil, rerr // it did not parse: no extensions.cost
+		st.read = rerr.cost
+		return st, r, nil, l.refuse(r.Context(), st, rerr) // it did not parse: no extensions.cost
 	}
-	st := &state{lim: l, doc: doc, dryRun: headerTrue(r, HeaderDryRun), debug: headerTrue(r, HeaderCostDebug), register: register,
-		byID: trusted.byID}
+	st.doc, st.register, st.size, st.byID = doc, register, size, trusted.byID
+	st.floor, st.read = readingCost(doc.limits, size), writtenCost(doc.limits, size)
 	st.op = &operation{Method: r.Method, Query: query, OperationName: p.OperationName, Extensions: p.Extensions, Document: doc.doc, doc: doc,
 		rawVariables: p.rawVariables}
-	id, r, err := l.cfg.Identity.Attach(r)
-	if err != nil {
-		l.cfg.Logger.Warn("costgate: API key lookup failed", "err", err)
+	if idErr != nil {
 		l.prePrice(st, doc) // who pays is not known: there is no bucket to read
 		return st, r, nil, identityUnavailable()
 	}
-	st.id = id
 	if id.UnknownKey {
 		l.unknownKey(w, r, st)
 		return nil, r, nil, nil
-	}
-	if doc.measureErr != nil {
-		return st, r, nil, reject(http.StatusBadRequest, CodeValidationFailed, "%v", doc.measureErr)
 	}
 	if op := doc.doc.Operations.ForName(p.OperationName); r.Method == http.MethodGet && op != nil && op.Operation != ast.Query {
 		// A mutation over GET could be triggered cross-site by a link or an
 		// image; gqlgen refuses it too, but only after it was charged.
 		return st, r, nil, reject(http.StatusMethodNotAllowed, CodeBadRequest, "%s operations must be sent with POST", op.Operation)
 	}
+	if rerr := l.check(r.Context(), st); rerr != nil {
+		return st, r, nil, rerr
+	}
+	return st, r, body, nil
+}
+
+// check checks a parsed document before it runs, in the order of their
+// cost: its shape (the whole document's depth, aliases, fields and fragment
+// nesting, measured when it was read), then validation. A refusal is charged.
+func (l *Limiter) check(ctx context.Context, st *state) *Error {
+	doc := st.doc
+	if doc.measureErr != nil {
+		return l.refuse(ctx, st, reject(http.StatusBadRequest, CodeValidationFailed, "%v", doc.measureErr))
+	}
+	if doc.doc.Operations.ForName(st.op.OperationName) == nil {
+		msg := "the document has no operation named " + strconv.Quote(gqlvalidate.Truncate(st.op.OperationName, 256))
+		if st.op.OperationName == "" {
+			msg = "the document has several operations: name the one to run (operationName)"
+		}
+		if len(doc.doc.Operations) == 0 {
+			msg = "the document has no operation"
+		}
+		return l.refuse(ctx, st, reject(http.StatusBadRequest, CodeValidationFailed, "%s", msg))
+	}
+	if doc.limits.FragmentDepth > l.cfg.MaxDepth {
+		// A validation error in every mode: how deep fragments nest bounds
+		// the work of validating them (each is walked again for every
+		// fragment that reaches it), as apollo-compiler bounds it.
+		return l.refuse(ctx, st, &Error{Status: http.StatusBadRequest, Code: CodeValidationFailed,
+			Message:    "fragments are spread " + strconv.Itoa(doc.limits.FragmentDepth) + " deep, one inside another, more than the maximum of " + strconv.Itoa(l.cfg.MaxDepth),
+			Extensions: map[string]any{"fragmentDepth": doc.limits.FragmentDepth, "maxDepth": l.cfg.MaxDepth}})
+	}
 	if e := l.shape(doc.limits); e != nil {
 		if l.cfg.Mode != limiter.Shadow {
 			l.prePrice(st, doc)
-			return st, r, nil, e
+			return l.refuse(ctx, st, e)
 		}
 		l.wouldReject(st, e)
 	}
-	return st, r, body, nil
+	// From here, refusals have had the document validated too.
+	st.read = validatedCost(doc.limits, st.size)
+	if e := l.validate(st); e != nil {
+		answer := l.refuse(ctx, st, e)
+		if answer == e {
+			st.errs = e.errs // answered: every error (a websocket's, by InterceptResponse)
+		}
+		return answer
+	}
+	return nil
 }
 
 // identityUnavailable is the answer when the API key could not be looked up.
@@ -232,20 +286,21 @@ func readAll(r io.Reader, size int64) ([]byte, error) {
 	}
 }
 
-// shape checks the depth, aliases and fields of an operation against the limits.
+// shape checks the depth, aliases and fields of the whole document (every
+// operation and fragment, used or not) against the limits.
 func (l *Limiter) shape(lim complexity.Limits) *Error {
 	switch {
 	case lim.Depth > l.cfg.MaxDepth:
 		return &Error{Status: http.StatusBadRequest, Code: CodeMaxDepthExceeded,
-			Message:    "the operation is " + strconv.Itoa(lim.Depth) + " fields deep, more than the maximum of " + strconv.Itoa(l.cfg.MaxDepth),
+			Message:    "the document is " + strconv.Itoa(lim.Depth) + " fields deep, more than the maximum of " + strconv.Itoa(l.cfg.MaxDepth),
 			Extensions: map[string]any{"depth": lim.Depth, "maxDepth": l.cfg.MaxDepth}}
 	case lim.Aliases > l.cfg.MaxAliases:
 		return &Error{Status: http.StatusBadRequest, Code: CodeMaxAliasesExceeded,
-			Message:    "the operation has " + strconv.Itoa(lim.Aliases) + " aliases, more than the maximum of " + strconv.Itoa(l.cfg.MaxAliases),
+			Message:    "the document has " + strconv.Itoa(lim.Aliases) + " aliases, more than the maximum of " + strconv.Itoa(l.cfg.MaxAliases),
 			Extensions: map[string]any{"aliases": lim.Aliases, "maxAliases": l.cfg.MaxAliases}}
 	case lim.Fields > l.cfg.MaxFields:
 		return &Error{Status: http.StatusBadRequest, Code: CodeMaxFieldsExceeded,
-			Message:    "the operation selects " + strconv.Itoa(lim.Fields) + " fields, more than the maximum of " + strconv.Itoa(l.cfg.MaxFields),
+			Message:    "the document selects " + strconv.Itoa(lim.Fields) + " fields, more than the maximum of " + strconv.Itoa(l.cfg.MaxFields),
 			Extensions: map[string]any{"fields": lim.Fields, "maxFields": l.cfg.MaxFields}}
 	}
 	return nil
@@ -267,11 +322,12 @@ func (l *Limiter) prePrice(st *state, doc *document) {
 }
 
 // unknownKey answers a request with an API key the table does not know:
-// 401, after charging 1 to the anonymous bucket of the client address, so
-// that guessing keys is itself limited. No state is keyed by the guess.
+// 401, after charging 1 (or what reading the request cost, when more) to the
+// anonymous bucket of the client address, so that guessing keys is itself
+// limited. No state is keyed by the guess.
 func (l *Limiter) unknownKey(w http.ResponseWriter, r *http.Request, st *state) {
 	p, key := l.bucket(st)
-	d := l.cfg.Limiter.Allow(r.Context(), p, key, 1)
+	d := l.cfg.Limiter.Allow(r.Context(), p, key, max(1, st.read)) // what reading the request cost, at least 1
 	st.decision, st.headers = d, p.EffectiveMode() != limiter.Shadow
 	st.stats.Limit, st.stats.RestoreRate = p.Capacity(), restoreRate(p)
 	st.stats.HasBucket = d.HasState()
@@ -358,11 +414,14 @@ func (l *Limiter) setHeaders(h http.Header, st *state, status int) {
 }
 
 func (e *Error) gqlError() *gqlerror.Error {
+	if len(e.errs) > 0 {
+		return e.errs[0]
+	}
 	ext := map[string]any{"code": e.Code}
 	for k, v := range e.Extensions {
 		ext[k] = v
 	}
-	return &gqlerror.Error{Message: e.Message, Extensions: ext}
+	return gqlvalidate.Bound(&gqlerror.Error{Message: e.Message, Extensions: ext})
 }
 
 // writeError answers with a GraphQL error response. extensions.cost is
@@ -370,6 +429,12 @@ func (e *Error) gqlError() *gqlerror.Error {
 // was priced, throttleStatus when the bucket was read.
 func writeError(w http.ResponseWriter, e *Error, st *state) {
 	res := gqlexec.Response{Errors: []any{e.gqlError()}, Data: json.RawMessage("null")}
+	if len(e.errs) > 0 { // a document that did not validate: every error, bounded
+		res.Errors = res.Errors[:0]
+		for _, ge := range e.errs {
+			res.Errors = append(res.Errors, ge)
+		}
+	}
 	if st != nil && st.op != nil {
 		res.Extensions = map[string]any{"cost": st.stats.cost()}
 	}

@@ -71,10 +71,12 @@ const (
 )
 
 // Every rejection of a document that parsed carries extensions.cost, with the
-// caller's bucket as it stands (nothing was charged) and the price when the
-// operation was priced; each is counted once by code. Measure mode lets the
-// cost, depth, aliases, fields and throttling rejections through, counted as
-// would-be rejections, and rejects the others as enforcement does.
+// caller's bucket after the rejection was charged (the rejection cost, 1;
+// nothing when throttled or refused before anything is charged) and the
+// price when the operation was priced; each is counted once by code. Measure
+// mode lets the cost, depth, aliases, fields and throttling rejections
+// through, counted as would-be rejections, and rejects the others as
+// enforcement does, charging them as its shadow charges do.
 func TestRejectionsCarryCostAndAreCounted(t *testing.T) {
 	deep := `{ products { nodes { reviews { author { name } } } } }`
 	tests := []struct {
@@ -89,34 +91,37 @@ func TestRejectionsCarryCostAndAreCounted(t *testing.T) {
 		status  int
 		code    string
 		cost    costWant
-		measure bool // Measure mode lets it run
-		charges int64
+		measure bool  // Measure mode lets it run
+		charges int64 // what the rejection is charged: 1, the rejection cost, but where noted
 	}{
 		{name: "depth", cfg: func(c *gqllimit.Config) { c.MaxDepth = 4 }, query: deep,
-			status: 400, code: gqllimit.CodeMaxDepthExceeded, cost: priced, measure: true},
+			status: 400, code: gqllimit.CodeMaxDepthExceeded, cost: priced, measure: true, charges: 1},
 		{name: "aliases", cfg: func(c *gqllimit.Config) { c.MaxAliases = 2 },
 			query:  `{ a: products(first: 1) { nodes { id } } b: products(first: 2) { nodes { id } } c: products(first: 3) { nodes { id } } }`,
-			status: 400, code: gqllimit.CodeMaxAliasesExceeded, cost: priced, measure: true},
+			status: 400, code: gqllimit.CodeMaxAliasesExceeded, cost: priced, measure: true, charges: 1},
 		{name: "fields", cfg: func(c *gqllimit.Config) { c.MaxFields = 5 }, query: `{ products(first: 2) { nodes { id title priceCents description } } }`,
-			status: 400, code: gqllimit.CodeMaxFieldsExceeded, cost: priced, measure: true},
+			status: 400, code: gqllimit.CodeMaxFieldsExceeded, cost: priced, measure: true, charges: 1},
 		{name: "slicing argument", query: `{ products(first: null) { nodes { id } } }`,
-			status: 400, code: gqllimit.CodeSlicingArgumentRequired, cost: bucketOnly},
+			status: 400, code: gqllimit.CodeSlicingArgumentRequired, cost: bucketOnly, charges: 1},
 		{name: "max cost", query: `{ products(first: 100) { nodes { variants(first: 100) { id } } } }`,
-			status: 400, code: gqllimit.CodeMaxCostExceeded, cost: priced, measure: true},
+			status: 400, code: gqllimit.CodeMaxCostExceeded, cost: priced, measure: true, charges: 1},
 		{name: "capacity", policy: func(p *limiter.Policy) { p.Burst = 100 }, query: `{ products(first: 20) { nodes { id variants(first: 5) { id } } } }`,
-			status: 400, code: gqllimit.CodeCostExceedsCapacity, cost: priced, measure: true},
+			status: 400, code: gqllimit.CodeCostExceedsCapacity, cost: priced, measure: true, charges: 1},
 		{name: "throttled", policy: func(p *limiter.Policy) { p.Burst = 100 }, cfg: func(c *gqllimit.Config) { c.NoRefund = true },
 			before: `{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }`,
 			query:  `{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }`,
 			status: 429, code: gqllimit.CodeThrottled, cost: priced, measure: true},
-		{name: "gqlgen validation", query: `{ products(first: 1) { nodes { nope } } }`,
-			status: 400, code: gqllimit.CodeValidationFailed, cost: bucketOnly},
+		{name: "validation", query: `{ products(first: 1) { nodes { nope } } }`,
+			status: 400, code: gqllimit.CodeValidationFailed, cost: bucketOnly, charges: 1},
 		{name: "variables", query: `query($n: Int) { products(first: $n) { nodes { id } } }`, vars: map[string]any{"n": "ten"},
-			status: 400, code: gqllimit.CodeValidationFailed, cost: bucketOnly},
+			status: 400, code: gqllimit.CodeValidationFailed, cost: bucketOnly, charges: 1},
 		{name: "fragment cycle", query: `{ products(first: 1) { nodes { ...A } } } fragment A on Product { ...B } fragment B on Product { ...A }`,
-			status: 400, code: gqllimit.CodeValidationFailed, cost: bucketOnly},
+			status: 400, code: gqllimit.CodeValidationFailed, cost: bucketOnly, charges: 1},
+		{name: "fragments nested deeper than max_depth", cfg: func(c *gqllimit.Config) { c.MaxDepth = 3 },
+			query:  `{ products(first: 1) { nodes { ...A } } } fragment A on Product { ...B } fragment B on Product { ...C } fragment C on Product { ...D } fragment D on Product { id }`,
+			status: 400, code: gqllimit.CodeValidationFailed, cost: bucketOnly, charges: 1},
 		{name: "introspection", cfg: func(c *gqllimit.Config) { c.NoIntrospection = true }, query: `{ __schema { queryType { name } } }`,
-			status: 400, code: gqllimit.CodeIntrospectionDisabled, cost: priced},
+			status: 400, code: gqllimit.CodeIntrospectionDisabled, cost: priced, charges: 1},
 		{name: "unknown API key", query: `{ __typename }`, header: map[string]string{"X-API-Key": "guess"},
 			status: 401, code: gqllimit.CodeUnauthenticated, cost: bucketOnly, charges: 1},
 		{name: "persisted query with a wrong hash", cfg: withAPQ, raw: persistedBody(`{ __typename }`, sha(`{ products { nodes { id } } }`)),
@@ -125,13 +130,13 @@ func TestRejectionsCarryCostAndAreCounted(t *testing.T) {
 			status: 200, code: gqllimit.CodePersistedQueryNotFound, cost: noCost},
 		{name: "persisted queries off", raw: persistedBody("", sha(`{ __typename }`)),
 			status: 400, code: gqllimit.CodePersistedQueryNotSupported, cost: noCost},
-		{name: "parse error", query: `{ products( }`, status: 400, code: gqllimit.CodeParseFailed, cost: noCost},
+		{name: "parse error", query: `{ products( }`, status: 400, code: gqllimit.CodeParseFailed, cost: noCost, charges: 1},
 		{name: "tokens", cfg: func(c *gqllimit.Config) { c.MaxTokens = 10 }, query: deep,
-			status: 400, code: gqllimit.CodeMaxTokensExceeded, cost: noCost},
+			status: 400, code: gqllimit.CodeMaxTokensExceeded, cost: noCost, charges: 1},
 		{name: "body", cfg: func(c *gqllimit.Config) { c.MaxBodyBytes = 64 }, raw: []byte(`{"query":"` + strings.Repeat(" ", 100) + `{ __typename }"}`),
-			status: 413, code: gqllimit.CodeBodyTooLarge, cost: noCost},
+			status: 413, code: gqllimit.CodeBodyTooLarge, cost: noCost, charges: 1},
 		{name: "batch", raw: []byte(`[{"query":"{ __typename }"},{"query":"{ __typename }"}]`),
-			status: 400, code: gqllimit.CodeBatchNotSupported, cost: noCost},
+			status: 400, code: gqllimit.CodeBatchNotSupported, cost: noCost, charges: 1},
 		{name: "no query", raw: []byte(`{"query":""}`), status: 400, code: gqllimit.CodeBadRequest, cost: noCost},
 	}
 	for _, mode := range []limiter.Mode{limiter.Enforce, limiter.Shadow} {
@@ -185,6 +190,10 @@ func TestRejectionsCarryCostAndAreCounted(t *testing.T) {
 				if string(r.Res.Data) != "null" {
 					t.Errorf("data %s, want null", r.Res.Data)
 				}
+				after := e.available(t)
+				if got, want := after, available-tc.charges; got != want {
+					t.Errorf("bucket %d after the rejection, want %d", got, want)
+				}
 				c := r.Res.Extensions.Cost
 				if tc.cost == noCost {
 					if c != nil {
@@ -197,10 +206,6 @@ func TestRejectionsCarryCostAndAreCounted(t *testing.T) {
 				}
 				if c.ActualQueryCost != nil {
 					t.Errorf("actualQueryCost %d, want null: nothing ran", *c.ActualQueryCost)
-				}
-				after := e.available(t)
-				if got, want := after, available-tc.charges; got != want {
-					t.Errorf("bucket %d after the rejection, want %d", got, want)
 				}
 				if got := c.ThrottleStatus.CurrentlyAvailable; got != after {
 					t.Errorf("currentlyAvailable %d, want the bucket's %d", got, after)

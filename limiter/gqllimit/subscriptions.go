@@ -11,6 +11,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/identity"
 )
@@ -161,40 +162,39 @@ func isUpgrade(r *http.Request) bool {
 }
 
 // readStreamed reads an operation a websocket connection started, before
-// gqlgen validates it: what the middleware checks of an HTTP request. The
-// state is nil when the document did not parse.
+// gqlgen parses and validates it: what the middleware checks of an HTTP
+// request, validation included (gqlgen then runs the document read here).
+// The state is nil when the document did not parse.
 func (l *Limiter) readStreamed(ctx context.Context, c *connection, p *graphql.RawParams) (*state, *Error) {
+	st := &state{lim: l, id: c.id, conn: c}
 	if int64(len(p.Query)) > l.cfg.MaxBodyBytes {
-		return nil, reject(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the query is larger than %d bytes", l.cfg.MaxBodyBytes)
+		st.read = readingCost(complexity.Limits{}, len(p.Query))
+		return nil, l.refuse(ctx, st, reject(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the query is larger than %d bytes", l.cfg.MaxBodyBytes))
 	}
-	trusted, rerr := l.trustedStreamed(ctx, c, p) // trusted documents (trusted.go): before anything is parsed
+	trusted, rerr := l.trustedStreamed(p) // trusted documents (trusted.go): before anything is parsed
 	if rerr != nil {
+		if rerr.Status < http.StatusInternalServerError {
+			st.read = readingCost(complexity.Limits{}, len(p.Query))
+			rerr = l.refuse(ctx, st, rerr)
+		}
 		return nil, rerr
 	}
 	if strings.TrimSpace(p.Query) == "" {
 		return nil, reject(http.StatusBadRequest, CodeBadRequest, "no query")
 	}
-	doc, rerr := trusted.document(l, p.Query, p.OperationName)
+	doc, rerr := trusted.document(l, p.Query, p.OperationName, len(p.Query))
 	if rerr != nil {
-		return nil, rerr
+		st.read = rerr.cost
+		return nil, l.refuse(ctx, st, rerr)
 	}
-	st := &state{lim: l, doc: doc, id: c.id, conn: c}
+	st.doc, st.size = doc, len(p.Query)
+	st.floor, st.read = readingCost(doc.limits, st.size), writtenCost(doc.limits, st.size)
 	st.op = &operation{Method: http.MethodGet, Query: p.Query, OperationName: p.OperationName, Document: doc.doc, doc: doc,
 		variables: p.Variables, decoded: true}
 	if !c.hold(st) {
 		return st, reject(http.StatusServiceUnavailable, CodeInternal, "the connection has ended")
 	}
-	if doc.measureErr != nil {
-		return st, reject(http.StatusBadRequest, CodeValidationFailed, "%v", doc.measureErr)
-	}
-	if e := l.shape(doc.limits); e != nil {
-		if l.cfg.Mode != limiter.Shadow {
-			l.prePrice(st, doc)
-			return st, e
-		}
-		l.wouldReject(st, e)
-	}
-	return st, nil
+	return st, l.check(ctx, st)
 }
 
 // operationDone frees what an operation that ended holds: its subscription

@@ -357,7 +357,8 @@ func TestThrottledKeyCannotSubscribe(t *testing.T) {
 }
 
 // A subscription that costs more than max_cost, or than the bucket can
-// ever hold, is refused with the same code as a query, nothing charged.
+// ever hold, is refused with the same code as a query, charged the
+// rejection cost (1).
 func TestOverCostSubscriptionRefused(t *testing.T) {
 	const costly = `subscription { ticker { products(first: 50) { inventory } } }` // 1 + 50 × (1 + 5) = 301
 	for _, tc := range []struct {
@@ -379,15 +380,16 @@ func TestOverCostSubscriptionRefused(t *testing.T) {
 			if code, ext := c.refused("1"); code != tc.code || ext["cost"] != float64(301) {
 				t.Errorf("got %s %v, want %s for cost 301", code, ext, tc.code)
 			}
-			if got := e.keyAvailable(t); got != before {
-				t.Errorf("charged %d", before-got)
+			if got := e.keyAvailable(t); got != before-1 {
+				t.Errorf("charged %d, want the rejection cost, 1", before-got)
 			}
 		})
 	}
 }
 
 // An operation a connection starts meets the checks the middleware makes of
-// an HTTP request, before gqlgen validates it.
+// an HTTP request, before gqlgen validates it, and its refusal is charged
+// the rejection cost (1).
 func TestWebsocketOperationsAreChecked(t *testing.T) {
 	e := newEnv(t, envOpts{streams: true, cfg: func(c *gqllimit.Config) { c.MaxDepth = 2 }})
 	c := dialWS(t, serveHTTP(t, e), transportWS, apiKey)
@@ -396,8 +398,8 @@ func TestWebsocketOperationsAreChecked(t *testing.T) {
 	if code, ext := c.refused("1"); code != gqllimit.CodeMaxDepthExceeded || ext["maxDepth"] != float64(2) {
 		t.Errorf("got %s %v, want %s", code, ext, gqllimit.CodeMaxDepthExceeded)
 	}
-	if got := e.keyAvailable(t); got != before {
-		t.Errorf("charged %d", before-got)
+	if got := e.keyAvailable(t); got != before-1 {
+		t.Errorf("charged %d, want 1", before-got)
 	}
 }
 

@@ -24,7 +24,6 @@ import (
 	"github.com/costgate/costgate/internal/gqlexec"
 	"github.com/costgate/costgate/internal/manifest"
 	"github.com/costgate/costgate/limiter"
-	"github.com/costgate/costgate/limiter/header"
 )
 
 // TrustMode says what happens to a document that is not in the trusted
@@ -434,13 +433,13 @@ type trustedRequest struct {
 // document is the prepared document of the listed entry for operationName,
 // or the middleware's reading of query when the request named none (or an
 // operation the entry lacks: that reading answers it).
-func (t trustedRequest) document(l *Limiter, query, operationName string) (*document, *Error) {
+func (t trustedRequest) document(l *Limiter, query, operationName string, size int) (*document, *Error) {
 	if t.entry != nil {
 		if d, ok := t.entry.docs[operationName]; ok {
 			return d, nil
 		}
 	}
-	return l.document(query, operationName)
+	return l.document(query, operationName, size)
 }
 
 // trusted resolves the trusted document of a request, before anything is
@@ -541,55 +540,21 @@ func quoteShort(s string) string {
 	return strconv.Quote(s)
 }
 
-// untrusted answers a request the trusted documents refused: charged the
-// rejection cost to who pays, as a document refused before it ran is.
-func (l *Limiter) untrusted(w http.ResponseWriter, r *http.Request, e *Error) {
-	if e.Status >= http.StatusInternalServerError {
-		l.fail(w, r, nil, e) // costgate's fault: nothing charged
-		return
-	}
-	id, r, err := l.cfg.Identity.Attach(r)
-	if err != nil {
-		l.cfg.Logger.Warn("costgate: API key lookup failed", "err", err)
-		l.fail(w, r, nil, identityUnavailable())
-		return
-	}
-	st := &state{lim: l, id: id}
-	if id.UnknownKey {
+// untrusted answers a request the trusted documents refused (it returns
+// what prepare returns): charged as a document refused before it ran is,
+// to who pays, unless the refusal is costgate's own fault.
+func (l *Limiter) untrusted(w http.ResponseWriter, r *http.Request, st *state, size int, e *Error) (*state, *http.Request, []byte, *Error) {
+	switch {
+	case e.Status >= http.StatusInternalServerError:
+		return nil, r, nil, e // costgate's fault: nothing charged
+	case st.id == nil:
+		return nil, r, nil, identityUnavailable()
+	case st.id.UnknownKey:
 		l.unknownKey(w, r, st)
-		return
+		return nil, r, nil, nil
 	}
-	if throttled := l.chargeRejection(r.Context(), st); throttled != nil {
-		e = throttled
-	}
-	l.fail(w, r, st, e)
-}
-
-// rejectionCost is what a request refused before it ran is charged.
-// graphql.rejection_cost takes its place once the limits carry it.
-func (l *Limiter) rejectionCost() int64 { return 1 }
-
-// chargeRejection charges the caller of st the rejection cost (measure
-// mode: as a shadow policy, never denied). It returns THROTTLED when the
-// bucket cannot pay, so that a client spending its budget on refusals is
-// throttled like any other.
-func (l *Limiter) chargeRejection(ctx context.Context, st *state) *Error {
-	p, key := l.bucket(st)
-	if l.cfg.Mode == limiter.Shadow {
-		shadow := *p
-		shadow.Mode = limiter.Shadow
-		p = &shadow
-	}
-	d := l.cfg.Limiter.Allow(ctx, p, key, l.rejectionCost())
-	st.decision, st.headers = d, p.EffectiveMode() != limiter.Shadow
-	st.stats.Limit, st.stats.RestoreRate = p.Capacity(), restoreRate(p)
-	st.stats.HasBucket = d.HasState()
-	st.stats.Remaining, st.stats.ResetAt = d.Remaining, l.cfg.Clock().Add(d.ResetAfter)
-	if d.Allowed {
-		return nil
-	}
-	return &Error{Status: http.StatusTooManyRequests, Code: CodeThrottled, Message: "Throttled",
-		Extensions: map[string]any{"retryAfterSec": header.RetryAfterSeconds(d)}}
+	st.read = readingCost(complexity.Limits{}, size)
+	return st, r, nil, l.refuse(r.Context(), st, e)
 }
 
 // fillDocument hands gqlgen the listed text of a request that named its
@@ -604,9 +569,9 @@ func fillDocument(ctx context.Context, p *graphql.RawParams) {
 
 // trustedStreamed resolves the trusted document of an operation a websocket
 // connection started, as trusted does for a request: by its hash alone
-// (p.Query is then set to the listed text) or by its exact text. A refusal
-// is charged the rejection cost to the connection's caller.
-func (l *Limiter) trustedStreamed(ctx context.Context, c *connection, p *graphql.RawParams) (trustedRequest, *Error) {
+// (p.Query is then set to the listed text) or by its exact text. The caller
+// charges a refusal as any other before execution.
+func (l *Limiter) trustedStreamed(p *graphql.RawParams) (trustedRequest, *Error) {
 	t := l.trust
 	if t == nil {
 		return trustedRequest{}, nil
@@ -638,9 +603,6 @@ func (l *Limiter) trustedStreamed(ctx context.Context, c *connection, p *graphql
 		return trustedRequest{}, nil
 	} else {
 		e = reject(http.StatusBadRequest, CodePersistedQueryNotInList, "the operation is not among the trusted documents")
-	}
-	if throttled := l.chargeRejection(ctx, &state{lim: l, id: c.id}); throttled != nil {
-		return trustedRequest{}, throttled
 	}
 	return trustedRequest{}, e
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/costgate/costgate/complexity"
 	"github.com/costgate/costgate/internal/gqlexec"
+	"github.com/costgate/costgate/internal/gqlvalidate"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
 )
@@ -184,14 +185,16 @@ func (p *proxy) ExecutesOperations() {}
 
 func (p *proxy) prepare(pr gqlexec.Request) *prepared {
 	return pr.Derived(func() any {
-		// A copy of its own: validation links definitions into the document,
-		// and the middleware's is shared read-only. The middleware parsed the
-		// same text with the token limit.
+		// A copy of its own, which the typenames are added to: the
+		// middleware's is shared read-only. The middleware parsed the same
+		// text with the token limit, measured and validated it (with rules
+		// linear in the document): validating the copy links it to the
+		// schema, as linear.
 		doc, err := parser.ParseQuery(&ast.Source{Input: pr.Query()})
 		if err != nil {
 			return &prepared{errs: gqlerror.List{gqlerror.Wrap(err)}}
 		}
-		if errs := validator.ValidateWithRules(p.schema, doc, nil); len(errs) > 0 {
+		if errs := gqlvalidate.Validate(p.schema, doc, gqlvalidate.Options{}); len(errs) > 0 {
 			for _, e := range errs {
 				if e.Extensions == nil {
 					e.Extensions = map[string]any{}

@@ -268,7 +268,8 @@ func TestProxyUpstreamFailure(t *testing.T) {
 }
 
 // The proxy validates against the upstream's schema and rejects before
-// forwarding: nothing reaches the upstream, nothing is charged.
+// forwarding: nothing reaches the upstream, and each refusal is charged the
+// rejection cost (1).
 func TestProxyValidates(t *testing.T) {
 	up := startUpstream(t)
 	e := newProxyEnv(t, up.URL)
@@ -276,15 +277,15 @@ func TestProxyValidates(t *testing.T) {
 	r := e.post(t, `{ products { nope } }`, nil, nil)
 	must(t, r.Status == 400 && r.Code() == gqllimit.CodeValidationFailed, "%d %s", r.Status, r.Body)
 	c := r.Cost(t)
-	must(t, c.ThrottleStatus != nil && c.ThrottleStatus.CurrentlyAvailable == before && c.RequestedQueryCost == 0,
-		"validation error's extensions.cost %+v, want the bucket and no price", c)
+	must(t, c.ThrottleStatus != nil && c.ThrottleStatus.CurrentlyAvailable == before-1 && c.RequestedQueryCost == 0,
+		"validation error's extensions.cost %+v, want the bucket after the rejection cost and no price", c)
 	must(t, e.rejections.get(gqllimit.CodeValidationFailed) == 1, "rejections %v", e.rejections.n)
 	r = e.post(t, `query($n: Int) { products(first: $n) { nodes { id } } }`, map[string]any{"n": "ten"}, nil)
 	must(t, r.Status == 400 && r.Code() == gqllimit.CodeValidationFailed && r.Cost(t).ThrottleStatus != nil, "variables: %d %s", r.Status, r.Body)
 	r = e.post(t, `{ products(first: 100) { nodes { variants(first: 100) { id } } } }`, nil, nil)
 	must(t, r.Status == 400 && r.Code() == gqllimit.CodeMaxCostExceeded, "%d %s", r.Status, r.Body)
 	must(t, up.calls.Load() == 0, "the upstream got %d calls", up.calls.Load())
-	must(t, e.available(t) == before, "charged")
+	must(t, e.available(t) == before-3, "charged %d for three refusals, want 3", before-e.available(t))
 }
 
 // The proxy refuses mutations over GET (they could be triggered cross-site).
