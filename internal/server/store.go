@@ -57,7 +57,7 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 		if rc.Sentinel != nil {
 			co.Sentinel = &redisstore.SentinelOptions{Master: rc.Sentinel.Master, Addrs: rc.Sentinel.Addrs}
 		}
-		rs, err := redisstore.Open(co, &redisstore.Options{KeyPrefix: cfg.Store.KeyPrefix, OnRoundTrip: m.roundTripHook("redis")})
+		rs, err := redisstore.Open(co, &redisstore.Options{KeyPrefix: cfg.Store.KeyPrefix, OnRoundTrip: m.roundTripHook("redis"), Logger: logger})
 		if err != nil {
 			return nil, fmt.Errorf("store.redis: %w", err)
 		}

@@ -61,6 +61,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,6 +115,9 @@ type Options struct {
 	// carries checks or syncs (a pipeline is one), e.g. to count them. It
 	// runs on the hot path: it must be quick and must not block.
 	OnRoundTrip func(RoundTrip)
+	// Logger receives what the store has to say outside any check: a last
+	// sync that failed, Redis's eviction policy (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Store is a limiter.Store backed by Redis. It sends checks node by node,
@@ -143,6 +147,7 @@ type Store struct {
 	stop         chan struct{}
 	lf           *localFirst // the local-first policies (localfirst.go)
 	onRoundTrip  func(RoundTrip)
+	logger       *slog.Logger
 	stopOnce     sync.Once
 	wg           sync.WaitGroup
 }
@@ -263,6 +268,10 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 			s.probeInterval = opts.ProbeInterval
 		}
 		s.onRoundTrip = opts.OnRoundTrip
+		s.logger = opts.Logger
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
 	}
 	if err := s.loadScripts(); err != nil {
 		return nil, err
@@ -317,9 +326,16 @@ func (s *Store) BoundCalls(timeout time.Duration) { s.callTimeout.Store(int64(ti
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
 // Close stops the store's workers; a store made by [Open] also closes its
-// client. Checks after Close fail.
+// client. Checks after Close fail. A store with local-first policies first
+// pushes what it granted since its last sync and gives its leases back, in
+// one last sync bounded by the store timeout.
 func (s *Store) Close() error {
-	s.stopOnce.Do(func() { close(s.stop) })
+	s.stopOnce.Do(func() {
+		s.lf.closed.Store(true) // no more local grants
+		close(s.stop)
+		s.wg.Wait() // the sync loop has ended
+		s.lf.last()
+	})
 	s.wg.Wait()
 	if s.ownsClient {
 		return s.client.Close()
