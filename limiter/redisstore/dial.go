@@ -60,9 +60,11 @@ func (d *dialer) dial(ctx context.Context, network, addr string) (net.Conn, erro
 			c.Close()
 			return &failedConn{addr: failedAddr{network, addr}, err: err}, nil
 		}
+		d.conns.dialed()
 		return tc, nil
 	}
 	d.conns.add(addr, c)
+	d.conns.dialed()
 	if sc, ok := c.(syscall.Conn); ok {
 		return &lateReadConn{Conn: c, raw: sc, grace: d.grace}, nil
 	}
@@ -78,8 +80,11 @@ type failedConn struct {
 	err  error
 }
 
-func (c *failedConn) Read([]byte) (int, error)         { return 0, c.err }
-func (c *failedConn) Write([]byte) (int, error)        { return 0, c.err }
+// Read and Write fail with the dial's error, wrapped once: go-redis
+// unwraps the error of a connection's first command once, and the dial's
+// own error names the address ("dial tcp 10.0.0.1:6379: connect: ...").
+func (c *failedConn) Read([]byte) (int, error)         { return 0, dialFailed{c.err} }
+func (c *failedConn) Write([]byte) (int, error)        { return 0, dialFailed{c.err} }
 func (c *failedConn) Close() error                     { return nil }
 func (c *failedConn) LocalAddr() net.Addr              { return c.addr }
 func (c *failedConn) RemoteAddr() net.Addr             { return c.addr }
@@ -92,6 +97,12 @@ func (c *failedConn) SetWriteDeadline(time.Time) error { return nil }
 func (c *failedConn) SyscallConn() (syscall.RawConn, error) { return nil, errFailedDial }
 
 var errFailedDial = errors.New("redisstore: the dial of this connection failed")
+
+// dialFailed is a failed dial's error as a failedConn returns it.
+type dialFailed struct{ err error }
+
+func (e dialFailed) Error() string { return e.err.Error() }
+func (e dialFailed) Unwrap() error { return e.err }
 
 // failedAddr is the address a failed dial was aimed at.
 type failedAddr struct{ network, addr string }

@@ -70,6 +70,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/costgate/costgate/internal/loggate"
 	"github.com/costgate/costgate/limiter"
 )
 
@@ -118,6 +119,12 @@ type Options struct {
 	// Logger receives what the store has to say outside any check: a last
 	// sync that failed, Redis's eviction policy (default slog.Default()).
 	Logger *slog.Logger
+	// AllowEviction opens the store over a Redis whose maxmemory-policy
+	// evicts keys (anything but noeviction), or cannot be read, with a
+	// warning instead of an *EvictionError. Every key the store writes has
+	// a TTL, so volatile-* policies evict them too, and each eviction
+	// resets a limit. Evictions are counted either way (Health).
+	AllowEviction bool
 }
 
 // Store is a limiter.Store backed by Redis. It sends checks node by node,
@@ -149,7 +156,14 @@ type Store struct {
 	onRoundTrip  func(RoundTrip)
 	logger       *slog.Logger
 	stopOnce     sync.Once
-	wg           sync.WaitGroup
+	// What the store read of each node's INFO (eviction.go), by address.
+	memMu         sync.Mutex
+	mem           map[string]*nodeMemory
+	memNow        chan struct{} // asks the watch for a read now
+	allowEviction bool
+	opened        atomic.Bool // checkEviction let it open
+	evictLog      loggate.Gate
+	wg            sync.WaitGroup
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -244,6 +258,7 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 		pipelines: DefaultPipelines, maxBatch: DefaultMaxBatch, replyWait: DefaultReplyWait,
 		breakerThreshold: DefaultBreakerThreshold, probeInterval: DefaultProbeInterval,
 		conns: newConnSet(), nodes: make(map[string]*node), stop: make(chan struct{}),
+		mem: make(map[string]*nodeMemory), memNow: make(chan struct{}, 1),
 	}
 	if opts != nil {
 		if err := opts.Validate(); err != nil {
@@ -269,6 +284,7 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 		}
 		s.onRoundTrip = opts.OnRoundTrip
 		s.logger = opts.Logger
+		s.allowEviction = opts.AllowEviction
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
@@ -315,6 +331,16 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 		s.single = newNode(s, "", client)
 		s.single.warm(warmBound)
 	}
+	// Redis's eviction policy, now and from now on (eviction.go).
+	if err := s.checkEviction(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.opened.Store(true)
+	readSoon := s.readSoon
+	s.conns.onDial.Store(&readSoon)
+	s.wg.Add(1)
+	go s.watchMemory()
 	return s, nil
 }
 
@@ -369,6 +395,7 @@ func (s *Store) addNode(c *redis.Client) *node {
 	s.mu.Unlock()
 	if fresh {
 		go n.warm(s.replyWait)
+		s.readSoon()
 	} else if src := n.src.Load(); src.c != pipeliner(c) {
 		n.src.Store(&pipeSource{c})
 	}
