@@ -172,6 +172,10 @@ type RedisConfig struct {
 	Sentinel *SentinelConfig `yaml:"sentinel"`
 	// Timeout bounds every store call (default 50ms).
 	Timeout time.Duration `yaml:"timeout"`
+	// AllowEviction starts the server over a Redis whose maxmemory-policy
+	// evicts keys (anything but noeviction), with a warning; without it
+	// such a Redis refuses the start (redisstore.Options.AllowEviction).
+	AllowEviction bool `yaml:"allow_eviction"`
 }
 
 // SentinelConfig is a Sentinel-managed master.
