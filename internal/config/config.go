@@ -134,6 +134,8 @@ type Config struct {
 	// Envoy maps the descriptors of Envoy's rate-limit filter to policies,
 	// for grpc_listen.
 	Envoy EnvoyConfig `yaml:"envoy"`
+	// Metrics says where /metrics is served.
+	Metrics MetricsConfig `yaml:"metrics"`
 
 	src *source
 }
@@ -323,6 +325,16 @@ type EnvoyDescriptor struct {
 	Part        string            `yaml:"part"`
 	Policies    []string          `yaml:"policies"`
 	Descriptors []EnvoyDescriptor `yaml:"descriptors"`
+}
+
+// MetricsConfig says where /metrics is served. Metrics name GraphQL
+// operations, a tenant's business: on the main listener /metrics answers
+// only a client whose address, after the trusted-proxy walk, is loopback.
+type MetricsConfig struct {
+	// Listen serves /metrics on a listener of its own (host:port, e.g.
+	// "127.0.0.1:9090"), and no longer on the main one; "" (the default):
+	// the main listener, to loopback clients only.
+	Listen string `yaml:"listen"`
 }
 
 // CORSConfig lets browser clients on other origins call the server.
