@@ -49,7 +49,7 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 	opts := []limiter.Option{limiter.WithObserver(m.observe), limiter.WithLogger(logger)}
 	if rc := cfg.Store.Redis; rc == nil {
 		st.name = "memory"
-		store = memstore.New(&memstore.Options{MaxKeys: cfg.Store.Memory.MaxKeys, OnEvict: m.evictions.Inc})
+		store = memstore.New(&memstore.Options{MaxKeys: cfg.Store.Memory.MaxKeys, OnEvict: m.evictions.Inc, OnOverflow: m.overflow, Logger: logger})
 	} else {
 		// The store builds and owns its client: warm connections, no
 		// retried scripts, per-node breakers, the slot map followed on a
@@ -70,7 +70,7 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 	// Every store has a local fallback, so that on_store_error: local always
 	// has one to fall back to (the memory store fails only when it is full
 	// of denying states).
-	opts = append(opts, limiter.WithLocalFallback(memstore.New(&memstore.Options{OnEvict: m.evictions.Inc}), cfg.Store.Gateways))
+	opts = append(opts, limiter.WithLocalFallback(memstore.New(&memstore.Options{OnEvict: m.evictions.Inc, OnOverflow: m.overflow, Logger: logger}), cfg.Store.Gateways))
 	opts = append(opts, limiter.WithTimeout(timeout), limiter.WithStoreName(st.name))
 	lim, err := limiter.New(store, opts...)
 	if err != nil {
