@@ -17,9 +17,10 @@ import (
 // intervals later: the other gateways granted it a second time.
 
 // last runs the last sync of every entry with something to push or a lease
-// out, all keys of one node in one pipeline, the nodes in parallel, bounded
-// by the store timeout. It runs once the sync loop has ended and no check
-// can grant any more (closed is set).
+// out, bounded by the store timeout: the entries with grants to push
+// first, then those with a lease alone (which the store would give back by
+// itself three intervals later). It runs once the sync loop has ended and
+// no check can grant any more (closed is set).
 func (lf *localFirst) last() {
 	now := lf.now()
 	lf.mu.RLock()
@@ -42,23 +43,44 @@ func (lf *localFirst) last() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	type item struct {
-		e  *lfEntry
-		sn snapshot
-	}
-	byNode := map[*node][]item{}
-	var lost, keys int64
 	var locked []*lfEntry
 	defer func() {
 		for _, e := range locked {
 			e.unlockSync()
 		}
 	}()
+	// What was granted first, in pipelines of their own: leases alone the
+	// store gives back by itself three intervals later.
+	var grants, leases []*lfEntry
 	for _, e := range todo {
 		if !e.tryLockSync() { // a check's round trip is on its way: it pushes
 			continue
 		}
 		locked = append(locked, e)
+		if e.pending() != 0 {
+			grants = append(grants, e)
+		} else {
+			leases = append(leases, e)
+		}
+	}
+	keys, lost := lf.lastSync(ctx, grants)
+	lf.lastSync(ctx, leases)
+	if keys > 0 {
+		lf.s.logger.Warn("redisstore: the last sync of local-first policies failed: what this gateway granted since its previous sync is not charged to the shared state",
+			slog.Int64("keys", keys), slog.Int64("units", lost))
+	}
+}
+
+// lastSync gives entries back their leases and pushes their grants, all
+// entries of one node in one pipeline, the nodes in parallel, and returns
+// the entries it could not sync and the units of their grants.
+func (lf *localFirst) lastSync(ctx context.Context, entries []*lfEntry) (keys, lost int64) {
+	type item struct {
+		e  *lfEntry
+		sn snapshot
+	}
+	byNode := map[*node][]item{}
+	for _, e := range entries {
 		n, err := lf.s.nodeFor(ctx, e.redisKey)
 		if err != nil {
 			lost += e.pending()
@@ -87,10 +109,7 @@ func (lf *localFirst) last() {
 		})
 	}
 	wg.Wait()
-	if keys > 0 {
-		lf.s.logger.Warn("redisstore: the last sync of local-first policies failed: what this gateway granted since its previous sync is not charged to the shared state",
-			slog.Int64("keys", keys), slog.Int64("units", lost))
-	}
+	return keys, lost
 }
 
 // pending is what e granted and has not pushed yet.
