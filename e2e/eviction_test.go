@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -55,6 +56,22 @@ func TestBinaryRefusesAnEvictingRedis(t *testing.T) {
 			for _, want := range []string{rds.Addr(), "maxmemory-policy " + policy, "limit reset", "maxmemory-policy noeviction", "store.redis.allow_eviction: true"} {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("the refusal lacks %q:\n%s", want, out)
+				}
+			}
+			// docs/redis.md quotes it.
+			if policy == "volatile-lru" {
+				page, err := os.ReadFile(repoFile("docs/redis.md"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				quoted := ""
+				for line := range strings.Lines(string(page)) {
+					if l := strings.TrimSpace(line); strings.HasPrefix(l, "costgate: store.redis: Redis 10.0.0.5:6379") {
+						quoted = strings.ReplaceAll(l, "10.0.0.5:6379", rds.Addr())
+					}
+				}
+				if got := strings.TrimSpace(string(out)); quoted != got {
+					t.Errorf("docs/redis.md quotes the refusal as\n%s\nthe binary says\n%s", quoted, got)
 				}
 			}
 		})

@@ -39,6 +39,7 @@ store:
   #   cluster: ["127.0.0.1:7001", "127.0.0.1:7002"]
   #   sentinel: {master: mymaster, addrs: ["127.0.0.1:26379"]}
   #   timeout: 50ms
+  #   allow_eviction: false                # true: run over a Redis whose maxmemory-policy evicts (docs/redis.md)
   # memory: {max_keys: 1048576}            # the in-memory store's key cap
   gateways: 1           # instances sharing the store; on_store_error: local grants limit/gateways
   key_prefix: "rl:"
@@ -84,6 +85,7 @@ graphql:
   # schema_refresh: 5m     # with schema: introspect; 0: at start only
   # introspection_headers: {}  # sent with the introspection query (never a client's headers)
 # cors: {allowed_origins: []}   # browser clients; rate-limit headers are exposed to them
+# metrics: {listen: ""}         # /metrics on a listener of its own; "": the main one, to loopback clients only
 `
 
 // DemoName stands for the file name in messages about the built-in config.

@@ -68,8 +68,7 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 		warnUnreachable(rs, cfg, logger)
 	}
 	// Every store has a local fallback, so that on_store_error: local always
-	// has one to fall back to (the memory store fails only when it is full
-	// of denying states).
+	// has one to fall back to (the limiter needs one to accept the mode).
 	opts = append(opts, limiter.WithLocalFallback(memstore.New(&memstore.Options{OnEvict: m.evictions.Inc, OnOverflow: m.overflow, Logger: logger}), cfg.Store.Gateways))
 	opts = append(opts, limiter.WithTimeout(timeout), limiter.WithStoreName(st.name))
 	lim, err := limiter.New(store, opts...)
