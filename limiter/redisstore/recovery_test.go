@@ -2,8 +2,17 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,6 +45,15 @@ func TestFirstCheckAfterRestart(t *testing.T) {
 		sen := redistest.StartSentinel(t, srv, "costgate")
 		store := open(t, redisstore.ClientOptions{Sentinel: &redisstore.SentinelOptions{Master: "costgate", Addrs: []string{sen.Addr()}}}, newPrefix(t))
 		measureRecovery(t, store, srv, []string{"a", "b", "c"}, acceptProbe(srv.Addr()), 3)
+	})
+	t.Run("tls", func(t *testing.T) {
+		// rediss://: the store's dialer makes the handshake itself.
+		srv, port := startTLSServer(t)
+		store := open(t, redisstore.ClientOptions{URL: "rediss://127.0.0.1:" + port + "/0?skip_verify=true"}, newPrefix(t))
+		if h := store.Health(context.Background()); h.State != redisstore.StateUp {
+			t.Fatalf("health over TLS: %+v", h)
+		}
+		measureRecovery(t, store, srv, []string{"a", "b", "c"}, acceptProbe("127.0.0.1:"+port), 2)
 	})
 	t.Run("cluster", func(t *testing.T) {
 		c := redistest.StartCluster(t, redistest.WithConfig("cluster-require-full-coverage", "no"))
@@ -158,4 +176,42 @@ func measureRecovery(t *testing.T, store *redisstore.Store, srv *redistest.Serve
 		}
 	}
 	t.Logf("%s", stats(l.samples))
+}
+
+// startTLSServer starts a redis-server that also serves TLS, on the port it
+// returns, with a certificate made for the test.
+func startTLSServer(t *testing.T) (*redistest.Server, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cert, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	srv := redistest.StartServer(t, redistest.WithConfig("tls-port", port), redistest.WithConfig("tls-cert-file", cert),
+		redistest.WithConfig("tls-key-file", keyFile), redistest.WithConfig("tls-ca-cert-file", cert), redistest.WithConfig("tls-auth-clients", "no"))
+	return srv, port
 }

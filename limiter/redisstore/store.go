@@ -42,6 +42,16 @@
 // scripts in parallel, and charges are undone across slots only when one
 // denies.
 //
+// # Redis's own limits
+//
+// Every key carries a TTL, so a Redis at maxmemory evicts them under any
+// maxmemory-policy but noeviction, and each eviction resets a limit. A
+// store refuses to open over such a node with an [*EvictionError] unless
+// [Options.AllowEviction]; either way it reads each node's policy and
+// evictions again on new connections and every [InfoInterval], and
+// [Store.Health] reports them. The store's own dialer keeps go-redis's dial
+// gate open, so the first check after Redis is back succeeds (dial.go).
+//
 // # Wiring
 //
 // [Open] builds a go-redis client for a URL, Cluster seeds or Sentinel, set
