@@ -78,6 +78,24 @@ func TestBinaryRefusesAnEvictingRedis(t *testing.T) {
 	}
 }
 
+// Through Sentinel the refusal names the master as the config does.
+func TestBinaryRefusesAnEvictingSentinelMaster(t *testing.T) {
+	rds := redistest.StartServer(t, redistest.WithConfig("maxmemory-policy", "allkeys-lru"))
+	sen := redistest.StartSentinel(t, rds, "costgate")
+	cfg := writeConfig(t, strings.Replace(fmt.Sprintf(evictionConfig, "x", ""), `url: "redis://x/0"`,
+		`sentinel: {master: costgate, addrs: ["`+sen.Addr()+`"]}`, 1))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, "-config", cfg).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("costgate over a Sentinel master with allkeys-lru: %v, want exit status 1\n%s", err, out)
+	}
+	if want := "Redis sentinel master costgate via " + sen.Addr() + " has maxmemory-policy allkeys-lru"; !strings.Contains(string(out), want) {
+		t.Errorf("the refusal lacks %q:\n%s", want, out)
+	}
+}
+
 // evictedKeys is Redis's own count (INFO stats evicted_keys).
 func evictedKeys(t *testing.T, c *redis.Client) float64 {
 	t.Helper()

@@ -61,7 +61,7 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 		rs, err := redisstore.Open(co, &redisstore.Options{KeyPrefix: cfg.Store.KeyPrefix, OnRoundTrip: m.roundTripHook("redis"),
 			Logger: logger, AllowEviction: rc.AllowEviction})
 		if err != nil {
-			return nil, storeError(err)
+			return nil, storeError(err, rc)
 		}
 		st.name, st.redis, store = "redis", rs, rs
 		timeout = rc.Timeout
@@ -96,10 +96,13 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 
 // storeError is a store that could not be opened, said in the terms of
 // the config: an evicting Redis names the policy and both ways out.
-func storeError(err error) error {
+func storeError(err error, rc *config.RedisConfig) error {
 	var ee *redisstore.EvictionError
 	if !errors.As(err, &ee) {
 		return fmt.Errorf("store.redis: %w", err)
+	}
+	if rc.Sentinel != nil {
+		ee.Addr = redisAddr(rc) // go-redis names a Sentinel client's master "FailoverClient"
 	}
 	if ee.Policy == "" {
 		return fmt.Errorf("store.redis: Redis %s does not say its maxmemory-policy (INFO and CONFIG GET refused: %v), so whether it evicts costgate's keys at maxmemory, resetting limits, is unknown. "+

@@ -32,7 +32,8 @@ const NoEviction = "noeviction"
 // maxmemory-policy evicts keys, or could not be read. Options.AllowEviction
 // opens the store anyway, with a warning.
 type EvictionError struct {
-	// Addr is the node's address, as its client names it.
+	// Addr is the node's address, as its client names it (go-redis names
+	// a Sentinel client's master "FailoverClient").
 	Addr string
 	// Policy is the node's maxmemory-policy; "" when it could not be read.
 	Policy string
