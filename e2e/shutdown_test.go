@@ -93,7 +93,7 @@ graphql: {path: ""}
 `
 
 // The README's bound holds when a local-first gateway stops: a burst on one
-// gateway, SIGTERM 50ms later (before its first sync), then the whole load
+// gateway, SIGTERM a few milliseconds later (before its first sync), then the whole load
 // on the other for two seconds admit at most B + r·W (plus one token per
 // gateway for what a sync on the wire may grant twice). Before, what the
 // stopped gateway granted from its lease was never charged, and its lease
@@ -146,7 +146,13 @@ func TestBinarySyncBurstThenSIGTERM(t *testing.T) {
 	begin := time.Now()
 	stopBurst := make(chan struct{})
 	burstLoad := load(stops.Base, stopBurst)
-	time.Sleep(50 * time.Millisecond)
+	// SIGTERM once the burst has taken a third of the bucket, well before
+	// the gateway's first sync (100ms after its first check) on an idle
+	// machine: what it granted from its lease is then pushed by nothing but
+	// its last sync.
+	for deadline := time.Now().Add(2 * time.Second); admitted.Load() < burst/3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	took, err := terminate(t, stops)
 	close(stopBurst)
 	burstLoad.Wait()
@@ -163,8 +169,8 @@ func TestBinarySyncBurstThenSIGTERM(t *testing.T) {
 	bound := burst + rate*w.Seconds() + 2
 	t.Logf("admitted %d on the gateway that stopped (exit %s after SIGTERM), %d in all in %s; the bound is %.1f",
 		fromBurst, took.Round(time.Millisecond), admitted.Load(), w.Round(time.Millisecond), bound)
-	if fromBurst < burst/4 {
-		t.Fatalf("the burst admitted %d before SIGTERM: too few to tell", fromBurst)
+	if fromBurst < burst/3 {
+		t.Errorf("the burst admitted %d before SIGTERM, want at least %d", fromBurst, burst/3)
 	}
 	if got := float64(admitted.Load()); got > bound {
 		t.Errorf("admitted %d in %s on a bucket of %d at %.0f a second: over the README's bound %.1f", admitted.Load(), w.Round(time.Millisecond), burst, rate, bound)
