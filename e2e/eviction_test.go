@@ -78,6 +78,32 @@ func TestBinaryRefusesAnEvictingRedis(t *testing.T) {
 	}
 }
 
+// A Redis that refuses INFO and CONFIG GET to costgate's user (an ACL
+// here, as a managed Redis may) stops the start too: whether it evicts is
+// unknown, and the message says what to do.
+func TestBinaryRefusesAnUnreadablePolicy(t *testing.T) {
+	rds := redistest.StartServer(t)
+	if err := rds.Client().Do(context.Background(), "ACL", "SETUSER", "costgate", "on", ">secret", "~*", "+@all", "-info", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, fmt.Sprintf(evictionConfig, "costgate:secret@"+rds.Addr(), ""))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, "-config", cfg).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("costgate over a Redis that hides its policy: %v, want exit status 1\n%s", err, out)
+	}
+	for _, want := range []string{"does not say its maxmemory-policy", "NOPERM", "run INFO", "store.redis.allow_eviction: true"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the refusal lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "secret") {
+		t.Errorf("the refusal shows the password:\n%s", out)
+	}
+}
+
 // Through Sentinel the refusal names the master as the config does.
 func TestBinaryRefusesAnEvictingSentinelMaster(t *testing.T) {
 	rds := redistest.StartServer(t, redistest.WithConfig("maxmemory-policy", "allkeys-lru"))

@@ -259,3 +259,36 @@ func TestEvictionsPerNode(t *testing.T) {
 		}
 	}
 }
+
+// A Redis that answers but lets the store read neither INFO nor CONFIG GET
+// (an ACL here; a managed Redis that renames commands) refuses the store:
+// whether it evicts is unknown. The error says both refusals; with
+// AllowEviction the store opens and warns.
+func TestPolicyUnreadable(t *testing.T) {
+	srv := redistest.StartServer(t)
+	ctx := context.Background()
+	if err := srv.Client().Do(ctx, "ACL", "SETUSER", "limiter", "on", ">secret", "~*", "+@all", "-info", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://limiter:secret@" + srv.Addr()
+	s, err := redisstore.Open(redisstore.ClientOptions{URL: url}, nil)
+	var ee *redisstore.EvictionError
+	if !errors.As(err, &ee) || ee.Policy != "" || ee.Err == nil || !strings.Contains(err.Error(), "INFO") || !strings.Contains(err.Error(), "CONFIG GET") {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("Open with INFO and CONFIG refused: %v, want an *EvictionError saying both were refused", err)
+	}
+	var log syncbuf.Buffer
+	s, err = redisstore.Open(redisstore.ClientOptions{URL: url}, &redisstore.Options{AllowEviction: true, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if out := log.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "cannot be read") {
+		t.Errorf("log: %q, want a warning that the policy cannot be read", out)
+	}
+	if h := s.Health(ctx); len(h.Nodes) != 1 || !strings.HasPrefix(h.Nodes[0].MaxmemoryPolicy, "unknown: ") {
+		t.Errorf("health %+v, want the policy unknown", h)
+	}
+}
