@@ -25,7 +25,7 @@ policies:
   graphql: {algorithm: token_bucket, limit: 50, period: 1s, burst: 1000, key: [tenant, api_key]}
 %s`
 
-// get sends GET url with X-Forwarded-For set to xff ("" for none).
+// getWith sends GET url with X-Forwarded-For set to xff ("" for none).
 func getWith(t *testing.T, url, xff string) (*http.Response, string) {
 	t.Helper()
 	req := mustRequest(t, "GET", url)
