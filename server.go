@@ -55,9 +55,9 @@ func main() {
 // long to finish once SIGTERM arrives.
 const shutdownTimeout = 10 * time.Second
 
-// listening is where run serves: HTTP, and the gRPC rate-limit service
-// ("" without grpc_listen).
-type listening struct{ HTTP, GRPC string }
+// listening is where run serves: HTTP, the gRPC rate-limit service (""
+// without grpc_listen) and /metrics ("" without metrics.listen).
+type listening struct{ HTTP, GRPC, Metrics string }
 
 // run starts the server and serves until ctx ends, then shuts down
 // gracefully. Each value on reload reloads the config file. ready, when not
@@ -118,6 +118,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 		logger.Info("costgate gRPC rate-limit service listening", "addr", at.GRPC)
 		go func() { grpcErr <- gs.Serve(gln) }()
 		defer stopGRPC(gs, logger)
+	}
+	if cfg.Metrics.Listen != "" {
+		mln, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics.listen: %w", err)
+		}
+		ms := server.HTTPServer(srv.MetricsHandler(), logger)
+		at.Metrics = mln.Addr().String()
+		logger.Info("costgate metrics listening", "addr", at.Metrics)
+		go func() { _ = ms.Serve(mln) }()
+		defer ms.Close()
 	}
 	if ready != nil {
 		ready <- at

@@ -308,12 +308,3 @@ graphql:
 		t.Errorf("the keyed client was never served")
 	}
 }
-
-func mustRequest(t testing.TB, method, url string) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return req
-}

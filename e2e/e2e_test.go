@@ -367,6 +367,16 @@ func post(t testing.TB, url, body string) (*http.Response, string) {
 	return do(t, req)
 }
 
+// mustRequest is http.NewRequest with no body, failing the test on a bad URL.
+func mustRequest(t testing.TB, method, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
 // postGraphQL posts a GraphQL-over-HTTP body (JSON text) to base/graphql
 // with the given headers ("X-API-Key", "demo-free", ...).
 func postGraphQL(t testing.TB, base, body string, headers ...string) (*http.Response, string) {

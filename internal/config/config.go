@@ -39,6 +39,7 @@ store:
   #   cluster: ["127.0.0.1:7001", "127.0.0.1:7002"]
   #   sentinel: {master: mymaster, addrs: ["127.0.0.1:26379"]}
   #   timeout: 50ms
+  #   allow_eviction: false                # true: run over a Redis whose maxmemory-policy evicts (docs/redis.md)
   # memory: {max_keys: 1048576}            # the in-memory store's key cap
   gateways: 1           # instances sharing the store; on_store_error: local grants limit/gateways
   key_prefix: "rl:"
@@ -88,6 +89,7 @@ graphql:
   # introspection_headers: {}  # sent with the introspection query (never a client's headers)
   # trusted_documents: {file: persisted-documents.json, mode: enforce}  # only the listed operations run; or mode: log (docs/trusted-documents.md)
 # cors: {allowed_origins: []}   # browser clients; rate-limit headers are exposed to them
+# metrics: {listen: ""}         # /metrics on a listener of its own; "": the main one, to loopback clients only
 `
 
 // DemoName stands for the file name in messages about the built-in config.
@@ -138,6 +140,8 @@ type Config struct {
 	// Envoy maps the descriptors of Envoy's rate-limit filter to policies,
 	// for grpc_listen.
 	Envoy EnvoyConfig `yaml:"envoy"`
+	// Metrics says where /metrics is served.
+	Metrics MetricsConfig `yaml:"metrics"`
 
 	src *source
 }
@@ -176,6 +180,10 @@ type RedisConfig struct {
 	Sentinel *SentinelConfig `yaml:"sentinel"`
 	// Timeout bounds every store call (default 50ms).
 	Timeout time.Duration `yaml:"timeout"`
+	// AllowEviction starts the server over a Redis whose maxmemory-policy
+	// evicts keys (anything but noeviction), with a warning; without it
+	// such a Redis refuses the start (redisstore.Options.AllowEviction).
+	AllowEviction bool `yaml:"allow_eviction"`
 }
 
 // SentinelConfig is a Sentinel-managed master.
@@ -350,6 +358,16 @@ type EnvoyDescriptor struct {
 	Part        string            `yaml:"part"`
 	Policies    []string          `yaml:"policies"`
 	Descriptors []EnvoyDescriptor `yaml:"descriptors"`
+}
+
+// MetricsConfig says where /metrics is served. Metrics name GraphQL
+// operations, a tenant's business: on the main listener /metrics answers
+// only a client whose address, after the trusted-proxy walk, is loopback.
+type MetricsConfig struct {
+	// Listen serves /metrics on a listener of its own (host:port, e.g.
+	// "127.0.0.1:9090"), and no longer on the main one; "" (the default):
+	// the main listener, to loopback clients only.
+	Listen string `yaml:"listen"`
 }
 
 // CORSConfig lets browser clients on other origins call the server.

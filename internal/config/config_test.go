@@ -360,7 +360,7 @@ var badConfigs = []struct {
 	{"complex key", "? [a]\n: 1\n", "bad.yaml:2: YAML: found an invalid key for this map", ""},
 
 	// Unknown keys.
-	{"unknown top-level key", "lisen: \":8080\"\n", "bad.yaml:1: lisen: unknown key (want one of listen, server, store, identity, plans, policies, routes, graphql, cors, grpc_listen, gateway, envoy)", ""},
+	{"unknown top-level key", "lisen: \":8080\"\n", "bad.yaml:1: lisen: unknown key (want one of listen, server, store, identity, plans, policies, routes, graphql, cors, grpc_listen, gateway, envoy, metrics)", ""},
 	{"unknown store key", "store:\n  gateway: 2\n", "bad.yaml:2: store.gateway: unknown key (want one of redis, memory, gateways, key_prefix)", ""},
 	{"unknown policy key", "policies:\n  api: {algorithm: token_bucket, limit: 1, period: 1s, key: [ip], burts: 5}\n",
 		"bad.yaml:2: policies.api.burts: unknown key (want one of algorithm, limit, period, burst, key, mode, on_store_error, local_cache, sync, lease, refund_status)", ""},
@@ -402,6 +402,10 @@ var badConfigs = []struct {
 		"bad.yaml:3: store.redis.timeout: must be positive, got -1s", ""},
 	{"redis zero timeout", "identity: {hash_key: 0123456789abcdef}\nstore:\n  redis: {url: \"redis://a\", timeout: 0s}\n",
 		"bad.yaml:3: store.redis.timeout: must be positive, got 0s", ""},
+	{"metrics listen without port", "metrics: {listen: \"127.0.0.1\"}\n",
+		`bad.yaml:1: metrics.listen: want host:port such as "127.0.0.1:9090", got "127.0.0.1"`, ""},
+	{"metrics listen on the main address", "listen: \":9000\"\nmetrics: {listen: \":9000\"}\n",
+		`bad.yaml:2: metrics.listen: ":9000" is another listener's address: /metrics needs its own`, ""},
 	{"cluster address without port", "identity: {hash_key: 0123456789abcdef}\nstore:\n  redis:\n    cluster: [\"10.0.0.1:7001\", \"10.0.0.2\"]\n",
 		`bad.yaml:4: store.redis.cluster[1]: want host:port, got "10.0.0.2"`, ""},
 	{"sentinel without master", "identity: {hash_key: 0123456789abcdef}\nstore:\n  redis:\n    sentinel: {addrs: [\"a:26379\"]}\n",

@@ -141,6 +141,13 @@ func (v *validator) listen() {
 	if _, _, err := net.SplitHostPort(v.c.Listen); err != nil {
 		v.fail("listen", "want host:port such as \":8080\", got %q", v.c.Listen)
 	}
+	if m := v.c.Metrics.Listen; m != "" {
+		if _, port, err := net.SplitHostPort(m); err != nil {
+			v.fail("metrics.listen", "want host:port such as \"127.0.0.1:9090\", got %q", m)
+		} else if port != "0" && (m == v.c.Listen || m == v.c.GRPCListen) {
+			v.fail("metrics.listen", "%q is another listener's address: /metrics needs its own", m)
+		}
+	}
 }
 
 func (v *validator) server() {

@@ -36,7 +36,9 @@ func newGraphQLServer(t *testing.T, yaml string) (*Server, *gqltest.Client) {
 func rejections(t *testing.T, s *Server, code string) string {
 	t.Helper()
 	w := httptest.NewRecorder()
-	s.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	req.RemoteAddr = "127.0.0.1:4321" // /metrics answers loopback only
+	s.ServeHTTP(w, req)
 	prefix := `costgate_graphql_rejections_total{code="` + code + `"} `
 	for line := range strings.Lines(w.Body.String()) {
 		if v, ok := strings.CutPrefix(line, prefix); ok {

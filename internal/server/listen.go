@@ -33,15 +33,21 @@ const (
 )
 
 // HTTPServer returns the http.Server for h with the deadlines above.
+// Its Shutdown waits for the requests in flight, not for connections that
+// have sent none (shutdown.go).
 func HTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
-	return &http.Server{
+	fresh := &freshConns{}
+	hs := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		ReadTimeout:       ReadTimeout,
 		WriteTimeout:      WriteTimeout,
 		IdleTimeout:       IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ConnState:         fresh.track,
 	}
+	hs.RegisterOnShutdown(fresh.expire)
+	return hs
 }
 
 // ConnLimit is the connection cap of one config: one client address holds

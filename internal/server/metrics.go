@@ -25,6 +25,7 @@ type metrics struct {
 	graphqlCost  *prometheus.HistogramVec
 	rejections   *prometheus.CounterVec
 	evictions    prometheus.Counter
+	overflows    *prometheus.CounterVec
 	connsRefused prometheus.Counter
 	// schemaRefreshErrors counts failed reads of the upstream's schema by
 	// introspection (graphql.schema: introspect).
@@ -68,6 +69,10 @@ func newMetrics() *metrics {
 			Name: "costgate_memstore_evictions_total",
 			Help: "Keys the in-memory store evicted at its key cap (the key closest to full each time).",
 		}),
+		overflows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "costgate_memstore_overflow_total",
+			Help: "New keys the in-memory store decided by the policy's overflow state (one key's quota shared by all of them): the key cap was reached with every key held denying.",
+		}, []string{"policy"}),
 		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "costgate_connections_refused_total",
 			Help: "Connections refused at server.max_conns_per_ip (answered 429, or GOAWAY on grpc_listen).",
@@ -85,7 +90,7 @@ func newMetrics() *metrics {
 			Help: "Loads of graphql.trusted_documents that failed (on SIGHUP, or the file changed); the list in effect stayed.",
 		}),
 	}
-	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.roundTrips, m.graphqlCost, m.rejections, m.evictions, m.connsRefused, m.schemaRefreshErrors,
+	m.registry.MustRegister(m.decisions, m.checkDuration, m.storeErrors, m.roundTrips, m.graphqlCost, m.rejections, m.evictions, m.overflows, m.connsRefused, m.schemaRefreshErrors,
 		m.trustedRequests, m.trustedLoadErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, by := range []string{gqllimit.TrustedByDocumentID, gqllimit.TrustedByHash, gqllimit.TrustedByText, gqllimit.TrustedUnlisted} {
@@ -102,6 +107,9 @@ func (m *metrics) observe(ev limiter.Event) {
 		m.storeErrors.WithLabelValues(ev.Store).Inc()
 	}
 }
+
+// overflow is the memory stores' OnOverflow.
+func (m *metrics) overflow(policy string) { m.overflows.WithLabelValues(policy).Inc() }
 
 // roundTripHook is the Redis store's OnRoundTrip: its series exist from
 // the start (at 0), and none is looked up per round trip.

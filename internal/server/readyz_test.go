@@ -12,8 +12,11 @@ import (
 )
 
 // /readyz tells anyone whether the server is ready and the store's state;
-// the store's addresses and error texts only loopback and the trusted
-// proxies see (the TCP peer decides, never X-Forwarded-For).
+// the store's addresses and error texts only a client on loopback or a
+// trusted proxy itself sees, the client as the trusted-proxy walk resolves
+// it: a public client a trusted proxy forwards does not (before, the TCP
+// peer decided, and it did), and X-Forwarded-For from anyone else is not
+// read.
 func TestReadyzShowsStoreDetailsOnlyToTrustedPeers(t *testing.T) {
 	RedisLogger(slog.New(slog.DiscardHandler)) // go-redis's dial errors, expected here
 	redis := redistest.StartServer(t)
@@ -57,9 +60,18 @@ graphql: {path: ""}
 		}
 		return w.Code, w.Body.String()
 	}
-	for _, peer := range []string{"127.0.0.1:40000", "[::1]:40000", "192.0.2.7:40000"} {
-		if _, body := readyz(peer, nil); !strings.Contains(body, redis.Addr()) || !strings.Contains(body, `"error":`) {
-			t.Errorf("/readyz from %s (trusted) lacks the node's address or error: %s", peer, body)
+	for _, tc := range []struct {
+		peer   string
+		header map[string]string
+	}{
+		{"127.0.0.1:40000", nil},
+		{"[::1]:40000", nil},
+		{"192.0.2.7:40000", nil},
+		{"192.0.2.7:40000", map[string]string{"X-Forwarded-For": "127.0.0.1"}},
+		{"127.0.0.1:40000", map[string]string{"X-Forwarded-For": "198.51.100.9"}}, // an untrusted peer is the client
+	} {
+		if _, body := readyz(tc.peer, tc.header); !strings.Contains(body, redis.Addr()) || !strings.Contains(body, `"error":`) {
+			t.Errorf("/readyz from %s %v (trusted) lacks the node's address or error: %s", tc.peer, tc.header, body)
 		}
 	}
 	for _, tc := range []struct {
@@ -69,6 +81,7 @@ graphql: {path: ""}
 		{"198.51.100.7:40000", nil},
 		{"[2001:db8::1]:40000", nil},
 		{"198.51.100.7:40000", map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Real-IP": "127.0.0.1"}},
+		{"192.0.2.7:40000", map[string]string{"X-Forwarded-For": "198.51.100.9"}},
 	} {
 		code, body := readyz(tc.peer, tc.header)
 		if code != 200 || strings.Contains(body, redis.Addr()) || strings.Contains(body, "refused") || strings.Contains(body, `"error"`) || strings.Contains(body, `"addr"`) {

@@ -234,7 +234,9 @@ func TestIntrospectedSchemaFailedRefresh(t *testing.T) {
 		t.Errorf("/readyz after a failed refresh: %d", got)
 	}
 	w := httptest.NewRecorder()
-	s.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	req.RemoteAddr = "127.0.0.1:4321" // /metrics answers loopback only
+	s.ServeHTTP(w, req)
 	if want := "costgate_schema_refresh_errors_total 1\n"; !strings.Contains(w.Body.String(), want) {
 		t.Errorf("/metrics lacks %q", want)
 	}

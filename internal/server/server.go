@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/costgate/costgate/internal/peer"
-
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -208,6 +206,7 @@ func (s *Server) logRestartKeys(cfg *config.Config) {
 	for _, k := range []struct{ key, inEffect, next string }{
 		{"listen", s.started.Listen, cfg.Listen},
 		{"grpc_listen", s.started.GRPCListen, cfg.GRPCListen},
+		{"metrics.listen", s.started.Metrics.Listen, cfg.Metrics.Listen},
 	} {
 		if k.next != k.inEffect {
 			s.logger.Warn("config: "+k.key+" changed; it takes effect at the next start", k.key, k.inEffect, "new", k.next)
@@ -298,7 +297,9 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 		jsonerror.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz(cfg.TrustedPrefixes()))
-	r.Handle("/metrics", s.metrics.handler())
+	if s.metricsOnMain(cfg) {
+		r.Handle("/metrics", loopbackOnly(s.metrics.handler(), cfg.TrustedPrefixes()))
+	}
 	if !cfg.ProxyMode() {
 		// The example REST API; in proxy mode only the proxied GraphQL is served.
 		shop := demo.NewShop(graph.NewShop())
@@ -410,8 +411,10 @@ func (s *Server) graphql(cfg *config.Config, lim *limiter.Limiter, ids *identity
 
 // readyz is 200 once serving; the body reports the store. A store outage
 // never fails readiness: each route's on_store_error decides what it means.
-// The store's addresses and error texts go only to a TCP peer on loopback
-// or in trusted (X-Forwarded-For is not asked: anyone can write it).
+// The store's nodes (addresses, error texts, eviction policy and counts)
+// go only to a client on loopback or itself a trusted proxy, as the
+// trusted-proxy walk resolves it: not to a public client a trusted proxy
+// forwards (access.go).
 func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.serving.Load() {
@@ -428,16 +431,18 @@ func (s *Server) readyz(trusted []netip.Prefix) http.HandlerFunc {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*limiter.DefaultTimeout)
 		defer cancel()
 		health := st.health(ctx)
-		if !seesStoreDetails(r.RemoteAddr, trusted) {
+		if !trustedClient(r, trusted) {
 			health.Nodes = nil
 		}
 		jsonerror.WriteJSON(w, http.StatusOK, map[string]any{"status": "ready", "store": health})
 	}
 }
 
-// seesStoreDetails reports whether the peer at remoteAddr is on loopback or
-// a trusted proxy.
-func seesStoreDetails(remoteAddr string, trusted []netip.Prefix) bool {
-	ap, err := netip.ParseAddrPort(remoteAddr)
-	return err == nil && ap.Addr().Unmap().IsLoopback() || peer.In(remoteAddr, trusted)
+// metricsOnMain reports whether the main listener serves /metrics: unless
+// metrics.listen, as the server started with it, gives it one of its own.
+func (s *Server) metricsOnMain(cfg *config.Config) bool {
+	if s.started != nil {
+		cfg = s.started
+	}
+	return cfg.Metrics.Listen == ""
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -48,7 +49,7 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 	opts := []limiter.Option{limiter.WithObserver(m.observe), limiter.WithLogger(logger)}
 	if rc := cfg.Store.Redis; rc == nil {
 		st.name = "memory"
-		store = memstore.New(&memstore.Options{MaxKeys: cfg.Store.Memory.MaxKeys, OnEvict: m.evictions.Inc})
+		store = memstore.New(&memstore.Options{MaxKeys: cfg.Store.Memory.MaxKeys, OnEvict: m.evictions.Inc, OnOverflow: m.overflow, Logger: logger})
 	} else {
 		// The store builds and owns its client: warm connections, no
 		// retried scripts, per-node breakers, the slot map followed on a
@@ -57,18 +58,18 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 		if rc.Sentinel != nil {
 			co.Sentinel = &redisstore.SentinelOptions{Master: rc.Sentinel.Master, Addrs: rc.Sentinel.Addrs}
 		}
-		rs, err := redisstore.Open(co, &redisstore.Options{KeyPrefix: cfg.Store.KeyPrefix, OnRoundTrip: m.roundTripHook("redis")})
+		rs, err := redisstore.Open(co, &redisstore.Options{KeyPrefix: cfg.Store.KeyPrefix, OnRoundTrip: m.roundTripHook("redis"),
+			Logger: logger, AllowEviction: rc.AllowEviction})
 		if err != nil {
-			return nil, fmt.Errorf("store.redis: %w", err)
+			return nil, storeError(err, rc)
 		}
 		st.name, st.redis, store = "redis", rs, rs
 		timeout = rc.Timeout
 		warnUnreachable(rs, cfg, logger)
 	}
 	// Every store has a local fallback, so that on_store_error: local always
-	// has one to fall back to (the memory store fails only when it is full
-	// of denying states).
-	opts = append(opts, limiter.WithLocalFallback(memstore.New(&memstore.Options{OnEvict: m.evictions.Inc}), cfg.Store.Gateways))
+	// has one to fall back to (the limiter needs one to accept the mode).
+	opts = append(opts, limiter.WithLocalFallback(memstore.New(&memstore.Options{OnEvict: m.evictions.Inc, OnOverflow: m.overflow, Logger: logger}), cfg.Store.Gateways))
 	opts = append(opts, limiter.WithTimeout(timeout), limiter.WithStoreName(st.name))
 	lim, err := limiter.New(store, opts...)
 	if err != nil {
@@ -91,6 +92,25 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 		rand.Read(st.hashKey)
 	}
 	return st, nil
+}
+
+// storeError is a store that could not be opened, said in the terms of
+// the config: an evicting Redis names the policy and both ways out.
+func storeError(err error, rc *config.RedisConfig) error {
+	var ee *redisstore.EvictionError
+	if !errors.As(err, &ee) {
+		return fmt.Errorf("store.redis: %w", err)
+	}
+	if rc.Sentinel != nil {
+		ee.Addr = redisAddr(rc) // go-redis names a Sentinel client's master "FailoverClient"
+	}
+	if ee.Policy == "" {
+		return fmt.Errorf("store.redis: Redis %s does not say its maxmemory-policy (INFO and CONFIG GET refused: %v), so whether it evicts costgate's keys at maxmemory, resetting limits, is unknown. "+
+			"Let costgate's user run INFO, or, knowing the policy is noeviction (or accepting evictions), set store.redis.allow_eviction: true", ee.Addr, ee.Err)
+	}
+	return fmt.Errorf("store.redis: Redis %s has maxmemory-policy %s: once it reaches maxmemory it evicts costgate's keys (every one carries a TTL, so volatile-* evicts them too), "+
+		"and each evicted key is a limit reset: a locked login unlocks. Set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction and in redis.conf, "+
+		"or the parameter group of a managed Redis), or set store.redis.allow_eviction: true to run anyway with evictions counted in costgate_store_evictions_total", ee.Addr, ee.Policy)
 }
 
 // startProbe bounds the question asked of Redis at start: longer than a

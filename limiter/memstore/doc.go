@@ -28,8 +28,8 @@
 //     percent fewer than MaxKeys;
 //   - "least in use" below means least in use within the new key's shard;
 //   - a state that is denying is never evicted, in any shard, exactly;
-//   - a new key is refused with [ErrFull] when every state of its shard is
-//     denying, even if another shard has room.
+//   - a new key goes to its policy's overflow state (below) when every
+//     state of its shard is denying, even if another shard has room.
 //
 // # Eviction
 //
@@ -38,9 +38,16 @@
 // that are not denying. A state is denying when it could not grant a cost
 // of 1 at this instant (it holds more than capacity − 1 unit); evicting it
 // would hand its owner a fresh quota, so a flood of new identities cannot
-// unlock a locked login. When every state is denying, the new key is a
-// store error ([ErrFull], wrapped) and the policy's on_store_error decides.
-// Each eviction is counted ([Options.OnEvict], [Store.Evictions]).
+// unlock a locked login. When every state is denying, the new key is
+// decided by its policy's overflow state: one key's quota, with the
+// policy's algorithm and numbers, shared by every key that found no room.
+// It is never a store error, so a flood of locked identities cannot make a
+// policy that fails open unlimited for newcomers; the charge's receipt
+// says where it was taken, so an Undo gives it back there. Each eviction is
+// counted ([Options.OnEvict], [Store.Evictions]), and each overflow
+// decision counted ([Options.OnOverflow], [Store.Overflows]) and logged, at
+// most a line a second per policy. The overflow states are not counted in
+// [Store.Len] or the cap (there is one per policy).
 //
 // Quota in use changes as time passes, so eviction cannot sort states once
 // by it. What it relies on instead is the order among the states of one

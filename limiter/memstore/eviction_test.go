@@ -2,7 +2,6 @@ package memstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/costgate/costgate/internal/syncbuf"
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/memstore"
 	"github.com/costgate/costgate/limiter/storetest"
@@ -115,74 +115,143 @@ func TestLockoutSurvivesFlood(t *testing.T) {
 	}
 }
 
-// When every state is denying, a new key is a store error, matched with
-// errors.Is, and the policy's on_store_error decides. The keys already held
-// keep answering, a read of a new key needs no room, and once a state stops
-// denying it can be evicted again.
+// When every state is denying, a new key is decided by its policy's
+// overflow state: one key's quota shared by every key that found no room,
+// never a store error, so on_store_error never decides (before, the store
+// failed the take, and on_store_error: allow served every newcomer
+// unlimited). An undo of an overflow charge gives it back there; each
+// overflow decision is counted and logged, at most a line a second per
+// policy. The keys held keep answering, a read of a new key needs no room,
+// and once a state stops denying it can be evicted again.
 func TestFullOfDenyingStates(t *testing.T) {
-	h := newHarness(t, 3)
+	clock := storetest.NewClock(storetest.Base)
+	var log syncbuf.Buffer
+	var mu sync.Mutex
+	overflowed := map[string]int{}
+	store := memstore.New(&memstore.Options{MaxKeys: 3, Clock: clock.Now, Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		OnOverflow: func(p string) { mu.Lock(); overflowed[p]++; mu.Unlock() }})
+	h := &harness{t: t, clock: clock, store: store}
 	lock := &limiter.Policy{Name: "lock", Algorithm: limiter.TokenBucket, Limit: 1, Period: time.Minute}
 	for _, k := range []string{"a", "b", "c"} {
 		h.take(lock, k, 1) // empty: a token back in a minute
 	}
 	ctx := context.Background()
-	if _, err := h.store.Take(ctx, lock, "d", 1); !errors.Is(err, memstore.ErrFull) {
-		t.Fatalf("new key with every state denying: err = %v, want ErrFull", err)
+	first := h.take(lock, "d", 1)
+	if !first.Allowed || first.Receipt.Cost != 1 {
+		t.Fatalf("the first new key with every state denying: %+v, want the overflow state's one token", first)
+	}
+	for _, k := range []string{"e", "f", "g"} {
+		if d := h.take(lock, k, 1); d.Allowed || d.RetryAfter != time.Minute {
+			t.Errorf("new key %s after the overflow state's token went: %+v, want denied for a minute", k, d)
+		}
+	}
+	if _, err := store.Undo(ctx, lock, "d", first.Receipt); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.take(lock, "e", 1); !d.Allowed {
+		t.Errorf("a new key after the overflow charge was undone: %+v, want the token given back", d)
+	}
+	if got := store.Overflows(); got != 5 || overflowed["lock"] != 5 {
+		t.Errorf("overflow decisions counted %d (hook %v), want 5", got, overflowed)
+	}
+	if lines := strings.Count(log.String(), "overflow state"); lines < 1 || lines > 2 {
+		t.Errorf("%d overflow lines for 5 decisions within a moment, want one:\n%s", lines, log.String())
 	}
 	if d := h.take(lock, "a", 1); d.Allowed || d.RetryAfter != time.Minute {
 		t.Errorf("a held key: %+v, want denied for a minute", d)
 	}
-	if got := h.remaining(lock, "d"); got != 1 {
+	if got := h.remaining(lock, "z"); got != 1 {
 		t.Errorf("reading a new key: remaining %d, want 1", got)
 	}
 
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, tc := range []struct {
-		mode    limiter.FailMode
-		allowed bool
-		outcome limiter.Outcome
-	}{
-		{limiter.FailDeny, false, limiter.ErrorDenied},
-		{limiter.FailAllow, true, limiter.ErrorAllowed},
-		{limiter.FailLocal, true, limiter.ErrorLocal},
-	} {
-		t.Run(string(tc.mode), func(t *testing.T) {
+	for _, mode := range []limiter.FailMode{limiter.FailDeny, limiter.FailAllow, limiter.FailLocal} {
+		t.Run(string(mode), func(t *testing.T) {
 			local := memstore.New(nil)
-			lim, err := limiter.New(h.store, limiter.WithLocalFallback(local, 2), limiter.WithLogger(discard))
+			lim, err := limiter.New(store, limiter.WithLocalFallback(local, 2), limiter.WithLogger(discard))
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := &limiter.Policy{Name: "login_" + string(tc.mode), Algorithm: limiter.SlidingLog,
-				Limit: 10, Period: 5 * time.Minute, OnStoreError: tc.mode}
-			d := lim.Allow(ctx, p, "newcomer", 1)
-			if d.Allowed != tc.allowed || d.Outcome != tc.outcome || !errors.Is(d.Err, memstore.ErrFull) {
-				t.Errorf("got allowed %v, outcome %s, err %v; want %v, %s, ErrFull", d.Allowed, d.Outcome, d.Err, tc.allowed, tc.outcome)
-			}
-			if tc.mode == limiter.FailLocal && d.Remaining != 4 {
-				// The local store grants limit/gateways: 10/2, one taken.
-				t.Errorf("local fallback: remaining %d, want 4", d.Remaining)
+			p := &limiter.Policy{Name: "login_" + string(mode), Algorithm: limiter.SlidingLog,
+				Limit: 10, Period: 5 * time.Minute, OnStoreError: mode}
+			// Eleven newcomers: the overflow state's ten, then a denial.
+			for i := range 11 {
+				d := lim.Allow(ctx, p, fmt.Sprint("newcomer", i), 1)
+				want := limiter.Allowed
+				if i == 10 {
+					want = limiter.Denied
+				}
+				if d.Outcome != want || d.Err != nil {
+					t.Errorf("newcomer %d: outcome %s, err %v; want %s from the overflow state", i, d.Outcome, d.Err, want)
+				}
 			}
 		})
 	}
 
-	// A minute on, every state has its token back and is full again: gone,
+	// A minute on, a, b, c have their token back and are full again: gone,
 	// not evicted.
-	h.clock.Advance(time.Minute)
+	clock.Advance(time.Minute)
 	h.take(lock, "d", 1)
-	if got := h.store.Evictions(); got != 0 {
+	if got := store.Evictions(); got != 0 {
 		t.Errorf("evictions = %d, want 0 (the full states were dropped)", got)
 	}
-	// Now a, b, c are full again and gone; d is empty. Three new keys fit;
-	// the one after evicts one of them (not d, which denies).
+	// d has a state of its own now, empty. Of three new keys two fit; the
+	// third evicts one of them (not d, which denies).
 	for _, k := range []string{"e", "f", "g"} {
 		h.take(&apiBucket, k, 1)
 	}
-	if got := h.store.Evictions(); got != 1 {
+	if got := store.Evictions(); got != 1 {
 		t.Errorf("evictions = %d, want 1", got)
 	}
 	if d := h.take(lock, "d", 1); d.Allowed {
 		t.Errorf("d, empty, was evicted: %+v", d)
 	}
+}
+
+// A flood of locked identities fills the key cap, in every shard, with
+// states that deny: newcomers then share the policy's overflow state, ten
+// guesses between them all, and the policy, which fails open on a store
+// error, never serves one unlimited. The locked keys stay locked.
+func TestLockedFloodLimitsNewcomers(t *testing.T) {
+	const maxKeys = 2 * 4096 // two shards
+	clock := storetest.NewClock(storetest.Base)
+	store := memstore.New(&memstore.Options{MaxKeys: maxKeys, Clock: clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	lim, err := limiter.New(store, limiter.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &limiter.Policy{Name: "login_user", Algorithm: limiter.SlidingLog, Limit: 10, Period: 5 * time.Minute, OnStoreError: limiter.FailAllow}
+	ctx := context.Background()
+	check := func(key string) bool {
+		t.Helper()
+		d := lim.Allow(ctx, p, key, 1)
+		if d.Err != nil || d.Outcome != limiter.Allowed && d.Outcome != limiter.Denied {
+			t.Fatalf("%s: outcome %s, err %v; want the store's own decision", key, d.Outcome, d.Err)
+		}
+		return d.Allowed
+	}
+	// Locked identities, eleven guesses each, until every shard is full.
+	for i := 0; i < 2*maxKeys; i++ {
+		for range 11 {
+			check(fmt.Sprint("locked", i))
+		}
+	}
+	if got := store.Len(); got < maxKeys*9/10 {
+		t.Fatalf("%d keys held after the flood, want the cap %d", got, maxKeys)
+	}
+	admitted := 0
+	for i := range 500 {
+		if check(fmt.Sprint("newcomer", i)) {
+			admitted++
+		}
+	}
+	if admitted > 10 {
+		t.Errorf("500 newcomers had %d guesses admitted; the overflow state grants 10 between them", admitted)
+	}
+	if check("locked0") || check(fmt.Sprint("locked", maxKeys/2)) {
+		t.Error("a locked identity was unlocked by the flood")
+	}
+	t.Logf("%d keys held, %d evictions, %d overflow decisions, %d newcomers admitted", store.Len(), store.Evictions(), store.Overflows(), admitted)
 }
 
 // Eviction takes the state whose loss grants the least: the least quota in

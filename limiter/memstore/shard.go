@@ -1,7 +1,6 @@
 package memstore
 
 import (
-	"fmt"
 	"hash/maphash"
 	"math"
 	"sync"
@@ -224,7 +223,7 @@ func (sh *shard) groupFor(p *limiter.Policy, pr params, now int64) int32 {
 // insert adds key's new state under group gi, evicting first at the cap.
 func (sh *shard) insert(p *limiter.Policy, gi int32, key string, tag uint32, st state, now int64) error {
 	if sh.count >= sh.maxKeys && !sh.evict(now) {
-		return fmt.Errorf("%w (a new key of policy %q)", ErrFull, p.Name)
+		return errNoRoom
 	}
 	var idx int32
 	if n := len(sh.free); n > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"math"
 	"math/bits"
 	"time"
@@ -15,11 +16,10 @@ import (
 // DefaultMaxKeys is the key cap used when Options.MaxKeys is 0.
 const DefaultMaxKeys = 1 << 20
 
-// ErrFull is the store error of a take that needs a new key when the store
-// is at its cap and every key it holds is denying: none can be evicted
-// without unlocking it. It comes wrapped; match it with errors.Is. The
-// policy's on_store_error decides what the request gets.
-var ErrFull = errors.New("memstore: at the key cap and every key is denying")
+// errNoRoom is a shard's answer to a new key when it is at its cap and
+// every state it holds is denying: the policy's overflow state decides
+// (overflow.go).
+var errNoRoom = errors.New("memstore: at the key cap and every key is denying")
 
 // Options configures a Store. The zero value (or nil) is ready to use.
 type Options struct {
@@ -32,6 +32,13 @@ type Options struct {
 	// OnEvict is called each time a key is evicted at the cap, e.g. to count
 	// it in a metric. It runs under a shard's lock: keep it cheap.
 	OnEvict func()
+	// OnOverflow is called with the policy's name each time a policy's
+	// overflow state decides a new key: the key's shard was at the cap with
+	// every state denying (see the package documentation). Keep it cheap.
+	OnOverflow func(policy string)
+	// Logger receives the overflow lines, at most one a second per policy
+	// (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Store is an in-memory limiter.Store, safe for concurrent use.
@@ -41,6 +48,8 @@ type Store struct {
 	shards []shard
 	clock  func() time.Time
 	holds  holdTable // concurrency holds (concurrency.go)
+	// overflow holds each policy's overflow state (overflow.go).
+	overflow overflow
 }
 
 var (
@@ -88,6 +97,7 @@ func New(opts *Options) *Store {
 		}
 		sh.seed, sh.onEvict, sh.nextDue = s.seed, o.OnEvict, math.MaxInt64
 	}
+	s.overflow.init(s.seed, &o, o.MaxKeys)
 	return s
 }
 
@@ -144,6 +154,10 @@ func (s *Store) Len() int {
 	return n
 }
 
+// Overflows returns how many new keys the policies' overflow states decided
+// so far.
+func (s *Store) Overflows() uint64 { return s.overflow.count.Load() }
+
 // Evictions returns how many keys were evicted at the cap so far.
 func (s *Store) Evictions() uint64 {
 	var n uint64
@@ -174,13 +188,23 @@ func (s *Store) step(p *limiter.Policy, key string, cost int64, undo *limiter.Re
 		// Validate refuses these; a store must not divide by them.
 		return 0, &limiter.PolicyError{Policy: p.Name, Field: "limit", Reason: "limit, period and burst must be positive"}
 	}
+	now := s.now()
+	if own, ok := isOverflow(undo); ok {
+		return pr.cap, s.overflow.step(p, pr, now, 0, &own, r)
+	}
 	h := maphash.String(s.seed, key)
 	sh := &s.shards[h>>s.shift]
-	now := s.now()
 
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return pr.cap, sh.step(p, pr, key, uint32(h), now, cost, offset, undo, r)
+	err := sh.step(p, pr, key, uint32(h), now, cost, offset, undo, r)
+	sh.mu.Unlock()
+	if err == errNoRoom {
+		if undo != nil {
+			return pr.cap, nil // the key holds nothing to give back
+		}
+		return pr.cap, s.overflow.step(p, pr, now, cost, nil, r)
+	}
+	return pr.cap, err
 }
 
 // fill writes r into d field by field: building a Decision aside and

@@ -1,11 +1,8 @@
 package redisstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -102,25 +99,19 @@ func newClient(o ClientOptions, conns *connSet) (redis.UniversalClient, error) {
 	// reloads its slot map through the same pools, and a dead node's pool,
 	// busy redialling, must not hold a reload for seconds.
 	poolTimeout := min(max(4*o.Timeout, 100*time.Millisecond), o.ReplyWait)
-	var dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// The store's own dialer (dial.go) registers the connections and keeps
+	// go-redis's dial gate open, so that the first check after an outage
+	// reaches Redis.
+	var dl *dialer
 	if conns != nil {
-		dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			d := net.Dialer{Timeout: dialTimeout, KeepAlive: 5 * time.Minute}
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			conns.add(addr, c)
-			if sc, ok := c.(syscall.Conn); ok {
-				return &lateReadConn{Conn: c, raw: sc, grace: o.Timeout}, nil
-			}
-			return c, nil
-		}
+		dl = &dialer{timeout: dialTimeout, grace: o.Timeout, conns: conns}
 	}
 	tune := func(c *redis.Options) {
 		c.ContextTimeoutEnabled = true
-		if c.TLSConfig == nil && dialer != nil {
-			c.Dialer = dialer
+		if dl != nil {
+			d := *dl
+			d.tls = c.TLSConfig // rediss://: the dialer does the handshake
+			c.Dialer = d.dial
 		}
 		c.MaxRetries = -1
 		c.DialerRetries = 1
@@ -215,30 +206,3 @@ func Open(co ClientOptions, opts *Options) (*Store, error) {
 	s.ownsClient = true
 	return s, nil
 }
-
-// lateReadConn is a connection of the store's own dialer. A read whose
-// deadline passed while the reply already sat in the socket is no timeout:
-// this process, short of CPU, was late to read, and Redis was not late to
-// answer; the read gets grace (the store timeout once more) to take it.
-type lateReadConn struct {
-	net.Conn
-	raw   syscall.Conn
-	grace time.Duration
-}
-
-func (c *lateReadConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	var ne net.Error
-	if n == 0 && errors.As(err, &ne) && ne.Timeout() {
-		if ready, _ := readable(c.raw); ready {
-			if c.Conn.SetReadDeadline(time.Now().Add(c.grace)) == nil {
-				return c.Conn.Read(p)
-			}
-		}
-	}
-	return n, err
-}
-
-// SyscallConn lets go-redis check the connection's health before use, as it
-// does for a plain TCP connection.
-func (c *lateReadConn) SyscallConn() (syscall.RawConn, error) { return c.raw.SyscallConn() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -16,6 +17,16 @@ import (
 type connSet struct {
 	mu    sync.Mutex
 	conns map[string]map[net.Conn]struct{}
+	// onDial, when set, is told of every connection dialled: the store
+	// then reads the node's eviction policy again (eviction.go).
+	onDial atomic.Pointer[func()]
+}
+
+// dialed tells onDial of a new connection.
+func (cs *connSet) dialed() {
+	if f := cs.onDial.Load(); f != nil {
+		(*f)()
+	}
 }
 
 func newConnSet() *connSet { return &connSet{conns: make(map[string]map[net.Conn]struct{})} }
@@ -30,6 +41,7 @@ func (h dialHook) DialHook(next redis.DialHook) redis.DialHook {
 		c, err := next(ctx, network, addr)
 		if err == nil {
 			h.cs.add(addr, c)
+			h.cs.dialed()
 		}
 		return c, err
 	}

@@ -33,6 +33,13 @@ type NodeHealth struct {
 	Addr  string `json:"addr"`
 	State State  `json:"state"`
 	Err   string `json:"error,omitempty"`
+	// MaxmemoryPolicy is the node's maxmemory-policy as last read
+	// ("unknown: ..." when Redis refused to tell); anything but noeviction
+	// evicts the limiter's keys at maxmemory.
+	MaxmemoryPolicy string `json:"maxmemory_policy,omitempty"`
+	// Evictions counts the keys the node evicted (INFO evicted_keys) since
+	// the store opened, any key, not only the limiter's.
+	Evictions uint64 `json:"evictions"`
 }
 
 // severity orders states from the worst: down, breaker open, out of memory, up.
@@ -83,8 +90,9 @@ type healthClient interface {
 	Info(ctx context.Context, section ...string) *redis.StringCmd
 }
 
-func (s *Store) nodeHealth(ctx context.Context, addr string, n *node, c healthClient) NodeHealth {
-	nh := NodeHealth{Addr: addr, State: StateUp}
+func (s *Store) nodeHealth(ctx context.Context, addr string, n *node, c healthClient) (nh NodeHealth) {
+	nh = NodeHealth{Addr: addr, State: StateUp}
+	defer s.memoryHealth(&nh)
 	if n != nil && n.br.isOpen() {
 		nh.State = StateBreakerOpen
 		if e := n.lastErr.Load(); e != nil {
@@ -96,8 +104,18 @@ func (s *Store) nodeHealth(ctx context.Context, addr string, n *node, c healthCl
 		nh.State, nh.Err = StateDown, err.Error()
 		return nh
 	}
-	info, err := c.Info(ctx, "memory").Result()
-	if err == nil && full(info) || n != nil && n.oom.Load() {
+	isFull := false
+	if rc, ok := c.(*redis.Client); ok {
+		// The same read as the eviction watch's: the counts are current
+		// whenever readiness or a scrape asks.
+		if mi, err := readMemory(ctx, rc); err == nil {
+			s.note(addr, mi)
+			isFull = mi.maxmemory > 0 && mi.used >= mi.maxmemory && mi.policy == NoEviction
+		}
+	} else if info, err := c.Info(ctx, "memory").Result(); err == nil {
+		isFull = full(info)
+	}
+	if isFull || n != nil && n.oom.Load() {
 		nh.State, nh.Err = StateOutOfMemory, "used_memory at maxmemory with maxmemory-policy noeviction: writes refused"
 	}
 	return nh

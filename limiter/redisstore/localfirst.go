@@ -56,6 +56,7 @@ type localFirst struct {
 	tick     atomic.Int64 // ns: the shortest interval seen, the loop's tick
 	retick   chan struct{}
 	manual   bool         // tests call flush themselves
+	closed   atomic.Bool  // the store is closing: nothing is granted locally any more
 	gateways atomic.Int64 // the most gateways any key had: a new key's share in an outage
 	// roundTrips counts the calls to Redis the local-first policies made:
 	// a pipeline is one.
@@ -134,6 +135,9 @@ func (lf *localFirst) now() time.Time {
 // take decides cost for key under p (p.Sync > 0) locally when its lease
 // allows, else in one round trip.
 func (lf *localFirst) take(ctx context.Context, p *limiter.Policy, key string, cost int64) (limiter.Decision, error) {
+	if lf.closed.Load() {
+		return limiter.Decision{}, errClosed
+	}
 	e, err := lf.entry(p, key)
 	if err != nil {
 		return limiter.Decision{}, err

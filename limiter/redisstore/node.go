@@ -521,6 +521,7 @@ func (n *node) succeeded(errs []error) {
 	if n.failedAt.Load() != 0 {
 		n.failedAt.Store(0)
 		go n.warm(n.store.replyWait) // connections were lost: ready new ones
+		n.store.readSoon()           // perhaps another Redis: its eviction policy
 	}
 	oom := false
 	for _, err := range errs {

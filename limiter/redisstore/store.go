@@ -42,6 +42,16 @@
 // scripts in parallel, and charges are undone across slots only when one
 // denies.
 //
+// # Redis's own limits
+//
+// Every key carries a TTL, so a Redis at maxmemory evicts them under any
+// maxmemory-policy but noeviction, and each eviction resets a limit. A
+// store refuses to open over such a node with an [*EvictionError] unless
+// [Options.AllowEviction]; either way it reads each node's policy and
+// evictions again on new connections and every [InfoInterval], and
+// [Store.Health] reports them. The store's own dialer keeps go-redis's dial
+// gate open, so the first check after Redis is back succeeds (dial.go).
+//
 // # Wiring
 //
 // [Open] builds a go-redis client for a URL, Cluster seeds or Sentinel, set
@@ -61,6 +71,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +80,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/costgate/costgate/internal/loggate"
 	"github.com/costgate/costgate/limiter"
 )
 
@@ -114,6 +126,15 @@ type Options struct {
 	// carries checks or syncs (a pipeline is one), e.g. to count them. It
 	// runs on the hot path: it must be quick and must not block.
 	OnRoundTrip func(RoundTrip)
+	// Logger receives what the store has to say outside any check: a last
+	// sync that failed, Redis's eviction policy (default slog.Default()).
+	Logger *slog.Logger
+	// AllowEviction opens the store over a Redis whose maxmemory-policy
+	// evicts keys (anything but noeviction), or cannot be read, with a
+	// warning instead of an *EvictionError. Every key the store writes has
+	// a TTL, so volatile-* policies evict them too, and each eviction
+	// resets a limit. Evictions are counted either way (Health).
+	AllowEviction bool
 }
 
 // Store is a limiter.Store backed by Redis. It sends checks node by node,
@@ -143,8 +164,16 @@ type Store struct {
 	stop         chan struct{}
 	lf           *localFirst // the local-first policies (localfirst.go)
 	onRoundTrip  func(RoundTrip)
+	logger       *slog.Logger
 	stopOnce     sync.Once
-	wg           sync.WaitGroup
+	// What the store read of each node's INFO (eviction.go), by address.
+	memMu         sync.Mutex
+	mem           map[string]*nodeMemory
+	memNow        chan struct{} // asks the watch for a read now
+	allowEviction bool
+	opened        atomic.Bool // checkEviction let it open
+	evictLog      loggate.Gate
+	wg            sync.WaitGroup
 }
 
 var _ limiter.Store = (*Store)(nil)
@@ -246,6 +275,7 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 		pipelines: DefaultPipelines, maxBatch: DefaultMaxBatch, replyWait: DefaultReplyWait,
 		breakerThreshold: DefaultBreakerThreshold, probeInterval: DefaultProbeInterval,
 		conns: newConnSet(), nodes: make(map[string]*node), stop: make(chan struct{}),
+		mem: make(map[string]*nodeMemory), memNow: make(chan struct{}, 1),
 	}
 	if opts != nil {
 		if err := opts.Validate(); err != nil {
@@ -270,6 +300,11 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 			s.probeInterval = opts.ProbeInterval
 		}
 		s.onRoundTrip = opts.OnRoundTrip
+		s.logger = opts.Logger
+		s.allowEviction = opts.AllowEviction
+	}
+	if s.logger == nil {
+		s.logger = slog.Default()
 	}
 	if err := s.loadScripts(); err != nil {
 		return nil, err
@@ -313,6 +348,16 @@ func newStore(client redis.UniversalClient, opts *Options, conns *connSet) (*Sto
 		s.single = newNode(s, "", client)
 		s.single.warm(warmBound)
 	}
+	// Redis's eviction policy, now and from now on (eviction.go).
+	if err := s.checkEviction(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.opened.Store(true)
+	readSoon := s.readSoon
+	s.conns.onDial.Store(&readSoon)
+	s.wg.Add(1)
+	go s.watchMemory()
 	return s, nil
 }
 
@@ -324,9 +369,16 @@ func (s *Store) BoundCalls(timeout time.Duration) { s.callTimeout.Store(int64(ti
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
 // Close stops the store's workers; a store made by [Open] also closes its
-// client. Checks after Close fail.
+// client. Checks after Close fail. A store with local-first policies first
+// pushes what it granted since its last sync and gives its leases back, in
+// one last sync bounded by the store timeout.
 func (s *Store) Close() error {
-	s.stopOnce.Do(func() { close(s.stop) })
+	s.stopOnce.Do(func() {
+		s.lf.closed.Store(true) // no more local grants
+		close(s.stop)
+		s.wg.Wait() // the sync loop has ended
+		s.lf.last()
+	})
 	s.wg.Wait()
 	if s.ownsClient {
 		return s.client.Close()
@@ -360,6 +412,7 @@ func (s *Store) addNode(c *redis.Client) *node {
 	s.mu.Unlock()
 	if fresh {
 		go n.warm(s.replyWait)
+		s.readSoon()
 	} else if src := n.src.Load(); src.c != pipeliner(c) {
 		n.src.Store(&pipeSource{c})
 	}
