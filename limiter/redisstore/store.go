@@ -145,6 +145,7 @@ type Store struct {
 	onRoundTrip  func(RoundTrip)
 	stopOnce     sync.Once
 	wg           sync.WaitGroup
+	adminFields  // admin.go: resets and overrides shared by the gateways
 }
 
 var _ limiter.Store = (*Store)(nil)
