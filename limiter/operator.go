@@ -108,23 +108,27 @@ func (l *Limiter) Reset(ctx context.Context, p *Policy, key string) error {
 	ctx, cancel := l.bounded(ctx)
 	err := rs.Reset(ctx, p, key)
 	cancel()
-	l.ForgetLocal(p, key)
+	l.ForgetLocal(p.Name, key)
 	return err
 }
 
-// ForgetLocal drops what this process holds of key under p (of the policy's
-// name, whatever its limits): its deny cache entry and its local fallback
-// state. A gateway calls it when another one reset the key.
-func (l *Limiter) ForgetLocal(p *Policy, key string) {
+// ForgetLocal drops what this process holds of key under the policy of
+// that name (whatever its limits and algorithm): its deny cache entry and
+// its local fallback state. A gateway calls it when another one reset the
+// key.
+func (l *Limiter) ForgetLocal(policy, key string) {
 	l.denied.mu.Lock()
 	for k := range l.denied.m {
-		if k.key == key && k.policy.Name == p.Name {
+		if k.key == key && k.policy.Name == policy {
 			delete(l.denied.m, k)
 		}
 	}
 	l.denied.mu.Unlock()
 	if rs, ok := l.local.(Resetter); ok {
-		_ = rs.Reset(context.Background(), l.localPolicy(p), key) // in process: it cannot fail
+		for _, alg := range algorithms {
+			// In process: it cannot fail.
+			_ = rs.Reset(context.Background(), &Policy{Name: policy, Algorithm: alg}, key)
+		}
 	}
 }
 

@@ -139,7 +139,7 @@ func (o *Override) Validate(now time.Time) error {
 	case !o.Expires.After(now):
 		return fail("expires", "%s is in the past", o.Expires.UTC().Format(time.RFC3339))
 	case o.Expires.Sub(now) > MaxOverrideLife:
-		return fail("expires", "at most 30 days ahead, got %s", o.Expires.Sub(now).Round(time.Second))
+		return fail("expires", "at most 30 days ahead, got %.1f days", o.Expires.Sub(now).Hours()/24)
 	}
 	return nil
 }
@@ -150,6 +150,9 @@ func (o *Override) Validate(now time.Time) error {
 func (o *Override) Derive(p *Policy) (*Policy, error) {
 	if o.Action != ActionLimit {
 		return p, nil
+	}
+	if o.Burst != 0 && !p.IsBucket() {
+		return p, &FieldError{Field: "burst", Reason: fmt.Sprintf("policy %q is a window (%s): it takes a limit, no burst", p.Name, p.Algorithm)}
 	}
 	d := *p
 	if o.Multiplier != 0 {

@@ -238,7 +238,7 @@ func TestResetUnlocks(t *testing.T) {
 	if d := other.Allow(ctx, p, "alice", 1); d.Allowed {
 		t.Fatal("the other gateway's deny cache forgot the denial by itself")
 	}
-	other.ForgetLocal(p, "alice")
+	other.ForgetLocal("login", "alice")
 	if d := other.Allow(ctx, p, "alice", 1); !d.Allowed {
 		t.Errorf("after ForgetLocal: %+v, want allowed", d)
 	}

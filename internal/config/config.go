@@ -84,6 +84,9 @@ graphql:
   # schema_refresh: 5m     # with schema: introspect; 0: at start only
   # introspection_headers: {}  # sent with the introspection query (never a client's headers)
 # cors: {allowed_origins: []}   # browser clients; rate-limit headers are exposed to them
+admin:                # the admin API and console, on a listener of their own (docs/operators.md)
+  listen: "127.0.0.1:9091"
+  tokens: {oncall: "${COSTGATE_ADMIN_TOKEN}"}   # name -> token; or tokens_file: "name token" lines. The demo, unset: a random token, printed once
 `
 
 // DemoName stands for the file name in messages about the built-in config.
@@ -134,6 +137,8 @@ type Config struct {
 	// Envoy maps the descriptors of Envoy's rate-limit filter to policies,
 	// for grpc_listen.
 	Envoy EnvoyConfig `yaml:"envoy"`
+	// Admin serves the admin API and console (admin.go).
+	Admin AdminConfig `yaml:"admin"`
 
 	src *source
 }
@@ -430,6 +435,7 @@ func Load(path string) (*Config, error) {
 	if err := c.loadCostsFile(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
+	c.resolveAdminPaths(filepath.Dir(path))
 	return c, nil
 }
 

@@ -103,11 +103,15 @@ func (res *Resolver) Named(ctx context.Context, parts Parts) (*Identity, error) 
 }
 
 // parseClient reads an address as an operator writes it (198.51.100.7,
-// 2001:db8::1, [2001:db8::1]:443), grouped as requests are.
+// 2001:db8::1, [2001:db8::1]:443, or a request's group, 2001:db8::/64),
+// grouped as requests are.
 func parseClient(s string) (Client, error) {
 	s = strings.TrimSpace(s)
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		return Client{Addr: group(ap.Addr().Unmap())}, nil
+	}
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return Client{Addr: group(p.Addr().Unmap())}, nil
 	}
 	a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"))
 	if err != nil {
@@ -161,8 +165,17 @@ func (res *Resolver) Names(p *limiter.Policy, id *Identity) error {
 	return nil
 }
 
-// Plans are the multipliers of the plans (Config.Plans), for people.
-func (res *Resolver) Plans() map[string]int64 { return res.cfg.Plans }
+// ClientText is a client's address as Named reads it back: the address of
+// a /32 or /128, else the group (2001:db8:1:2::/64), or a hop's text.
+func ClientText(c Client) string {
+	switch {
+	case !c.Addr.IsValid():
+		return c.Text
+	case c.Addr.IsSingleIP():
+		return c.Addr.Addr().String()
+	}
+	return c.Addr.String()
+}
 
 // CheckOverride reports whether o, a limit override of p, makes a valid
 // policy of p under every plan (Override.Derive), as a request of any
@@ -177,4 +190,13 @@ func (res *Resolver) CheckOverride(p *limiter.Policy, o *limiter.Override) error
 		}
 	}
 	return nil
+}
+
+// HeaderValue is the value the header:NAME key part of id reads (the
+// header's lines joined by ", "), copied out of the request.
+func (id *Identity) HeaderValue(name string) string {
+	if id.header == nil {
+		return ""
+	}
+	return strings.Clone(strings.Join(id.header.Values(name), ", "))
 }

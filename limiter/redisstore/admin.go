@@ -450,22 +450,36 @@ type Lease struct {
 	Outage bool
 }
 
-// Lease returns this gateway's lease of key under p (p.Sync > 0), if it
-// holds one.
+// Lease returns this gateway's lease of key under the local-first policy
+// of p's name (the one synced last, when plans or overrides made several),
+// if it holds one.
 func (s *Store) Lease(p *limiter.Policy, key string) (Lease, bool) {
+	var found []*lfEntry
 	s.lf.mu.RLock()
-	e := s.lf.entries[lfKey{p, key}]
+	if e := s.lf.entries[lfKey{p, key}]; e != nil {
+		found = append(found, e)
+	} else {
+		for k, e := range s.lf.entries {
+			if k.key == key && k.p.Name == p.Name {
+				found = append(found, e)
+			}
+		}
+	}
 	s.lf.mu.RUnlock()
-	if e == nil {
-		return Lease{}, false
+	var best Lease
+	ok := false
+	for _, e := range found {
+		e.mu.Lock()
+		l := Lease{Lease: e.lease, Used: e.used, Gateways: e.gateways, Outage: e.outage}
+		if e.synced {
+			l.Synced = e.syncedAt
+		}
+		e.mu.Unlock()
+		if !ok || l.Synced.After(best.Synced) {
+			best, ok = l, true
+		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	l := Lease{Lease: e.lease, Used: e.used, Gateways: e.gateways, Outage: e.outage}
-	if e.synced {
-		l.Synced = e.syncedAt
-	}
-	return l, true
+	return best, ok
 }
 
 // PeekShared reads key's shared state under p (p.Sync > 0) without

@@ -45,9 +45,7 @@ func newAdminGateways(t *testing.T, client func() redis.UniversalClient, prefix 
 				}
 			case redisstore.AdminReset:
 				for _, rk := range ev.Resets {
-					if p := policies[rk.Policy]; p != nil {
-						lim.ForgetLocal(p, rk.Key)
-					}
+					lim.ForgetLocal(rk.Policy, rk.Key)
 				}
 			}
 			g.mu.Lock()
