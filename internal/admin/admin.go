@@ -190,6 +190,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.Handle("/v1/admin/", h.authorized(api))
 	h.mux.Handle("GET /{$}", consoleHandler())
 	h.mux.Handle("GET /assets/", consoleHandler())
+	h.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, "", "no such route")
 	})

@@ -115,6 +115,15 @@ func (st *state) watchAdmin(logger *slog.Logger) {
 	if st.redis == nil {
 		return
 	}
+	// Read before the first request is served, so that a gateway that
+	// restarts applies the overrides from its first request (bounded: a
+	// Redis that is down must not hold the start; the watch reads them
+	// when it is back).
+	ctx, cancel := context.WithTimeout(context.Background(), startProbe)
+	if list, err := st.redis.Overrides(ctx); err == nil {
+		st.overrides.Set(list)
+	}
+	cancel()
 	var gate loggate.Gate
 	st.redis.Watch(func(ev redisstore.AdminEvent) {
 		switch ev.Kind {

@@ -61,8 +61,8 @@ const (
 	AdminResync AdminEventKind = "resync"
 	// AdminOverrides: the overrides changed; they are in Overrides.
 	AdminOverrides AdminEventKind = "overrides"
-	// AdminReset: another gateway reset the states in Resets; this
-	// store has already dropped its local-first leases of them.
+	// AdminReset: a gateway (this one too) reset the states in Resets;
+	// this store has already dropped its local-first leases of them.
 	AdminReset AdminEventKind = "reset"
 	// AdminError: the store could not read the stream or the overrides
 	// (Err); it tries again at the next interval.
@@ -106,11 +106,12 @@ var _ limiter.Resetter = (*Store)(nil)
 // gateways (the admin stream), whose Watch drops theirs. The state is reset
 // even when telling fails; the error says so.
 //
-// A local-first state is deleted again resetRepeats later: what the other
-// gateways granted before the reset, and pushed before they heard of it,
-// belonged to the state reset, not to the fresh one. (What they grant from
-// a lease taken in between is not counted against the fresh state: at most
-// a lease per gateway.)
+// A local-first state is reset again (deleted, and every gateway told)
+// resetRepeats later: what the other gateways granted before the reset,
+// and pushed before they heard of it, belonged to the state reset, not to
+// the fresh one, and a denial it caused meanwhile must not stay in a deny
+// cache. (What they grant from a lease taken in between is not counted
+// against the fresh state: at most a lease per gateway.)
 func (s *Store) Reset(ctx context.Context, p *limiter.Policy, key string) error {
 	t := tag(p, key)
 	var keys []string
@@ -122,7 +123,7 @@ func (s *Store) Reset(ctx context.Context, p *limiter.Policy, key string) error 
 	}
 	s.lf.drop([]ResetKey{{p.Name, key}})
 	if p.Sync > 0 {
-		s.resetAgain(s.redisKey(&t, syncSuffix))
+		s.resetAgain(p.Name, key, s.redisKey(&t, syncSuffix))
 	}
 	if err := s.publish(ctx, "reset", p.Name, key); err != nil {
 		return fmt.Errorf("redisstore: reset %s: the state is reset, but the other gateways were not told (their deny caches and leases end on their own): %w", p.Name, err)
@@ -135,7 +136,7 @@ func (s *Store) Reset(ctx context.Context, p *limiter.Policy, key string) error 
 // at the second within which a reset reaches them all.
 var resetRepeats = []time.Duration{3 * WatchInterval, time.Second}
 
-func (s *Store) resetAgain(key string) {
+func (s *Store) resetAgain(policy, key, redisKey string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -148,8 +149,12 @@ func (s *Store) resetAgain(key string) {
 				return
 			case <-t.C:
 			}
+			// Best effort: the first reset was the one asked for.
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = s.client.Del(ctx, key).Err() // best effort: the first DEL was the reset
+			if s.client.Del(ctx, redisKey).Err() == nil {
+				s.lf.drop([]ResetKey{{policy, key}})
+				_ = s.publish(ctx, "reset", policy, key)
+			}
 			cancel()
 		}
 	}()
@@ -357,16 +362,16 @@ func (w *watcher) step(ctx context.Context) error {
 			if id, ok := parseStreamID(m.ID); ok {
 				w.last = id
 			}
-			if g, _ := m.Values["g"].(string); g == s.lf.gateway {
-				continue // made here, and applied here already
-			}
+			own := m.Values["g"] == s.lf.gateway
 			switch m.Values["k"] {
 			case "reset":
+				// This gateway's own too: a reset repeated (Reset) must clear
+				// here what it clears elsewhere. Applying one twice is harmless.
 				p, _ := m.Values["p"].(string)
 				k, _ := m.Values["key"].(string)
 				resets = append(resets, ResetKey{p, k})
 			case "overrides":
-				w.reload = true
+				w.reload = w.reload || !own // this gateway read its own change back already
 			}
 		}
 	}

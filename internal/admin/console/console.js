@@ -82,7 +82,7 @@ function renderTop(data) {
       el('td', { class: 'num' }, e.denied), el('td', {}, e.tenant), el('td', {}, e.api_key || ''),
       el('td', {}, e.ip || ''), el('td', {}, e.username || ''),
       el('td', {},
-        el('button', { type: 'button', class: 'act-state', onclick: () => { setIdentity(p.policy, e); lookUp(); } }, 'State'), ' ',
+        el('button', { type: 'button', class: 'act-state', onclick: () => { setIdentity(p.policy, e); lookUp(false); } }, 'State'), ' ',
         el('button', { type: 'button', class: 'act-reset', onclick: () => { setIdentity(p.policy, e); reset(); } }, 'Reset'))));
     box.append(el('h3', {}, p.policy), table(['denied', 'tenant', 'api key', 'ip', 'username', ''], rows, 'nothing denied'));
   }
@@ -129,10 +129,12 @@ function query(id) {
   return q.toString();
 }
 
-async function lookUp() {
+// lookUp shows the identity's state; keep leaves the status line as it is
+// (after a reset, which it reports).
+async function lookUp(keep) {
   try {
     renderState(await api('GET', '/v1/admin/state?' + query(identity())));
-    status('', '');
+    if (keep !== true) status('', '');
   } catch (e) {
     status(e.message, 'error');
   }
@@ -142,7 +144,7 @@ async function reset() {
   try {
     const r = await api('POST', '/v1/admin/reset', identity());
     status('reset ' + r.reset.join(', ') + ' on ' + r.scope, 'ok');
-    await lookUp();
+    await lookUp(true);
     await refresh();
   } catch (e) {
     status(e.message, 'error');
@@ -212,7 +214,7 @@ async function signIn(ev) {
 document.addEventListener('DOMContentLoaded', () => {
   $('login-form').addEventListener('submit', signIn);
   $('signout').addEventListener('click', () => { signOut(); status('signed out', ''); });
-  $('identity-form').addEventListener('submit', (ev) => { ev.preventDefault(); lookUp(); });
+  $('identity-form').addEventListener('submit', (ev) => { ev.preventDefault(); lookUp(false); });
   $('reset-btn').addEventListener('click', reset);
   $('override-form').addEventListener('submit', override);
   if (sessionStorage.getItem(TOKEN)) signedIn();
