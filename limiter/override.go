@@ -3,6 +3,7 @@ package limiter
 import (
 	"cmp"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"sync"
@@ -205,9 +206,30 @@ func NewOverrides(clock func() time.Time) *Overrides {
 }
 
 type overrideTable struct {
+	// maybe holds two bits per key and tenant that any override names:
+	// a request whose key and tenant find a bit clear is passed over with
+	// two hashes, never a map lookup (a table of others' overrides costs
+	// a check next to nothing).
+	seed      maphash.Seed
+	maybe     []uint64
+	mask      uint64
 	byPolicy  map[string]*policyOverrides
 	anyTenant map[string]*overrideEntry // Policy "": every policy of a tenant
 	entries   []*overrideEntry          // every override, by name
+}
+
+// mark and marked set and test the two bits of s in t.maybe.
+func (t *overrideTable) mark(s string) {
+	h := maphash.String(t.seed, s)
+	for _, b := range [2]uint64{h & t.mask, (h >> 32) & t.mask} {
+		t.maybe[b/64] |= 1 << (b % 64)
+	}
+}
+
+func (t *overrideTable) marked(s string) bool {
+	h := maphash.String(t.seed, s)
+	a, b := h&t.mask, (h>>32)&t.mask
+	return t.maybe[a/64]&(1<<(a%64)) != 0 && t.maybe[b/64]&(1<<(b%64)) != 0
 }
 
 type policyOverrides struct {
@@ -255,9 +277,23 @@ func (o *Overrides) Set(list []Override) {
 	slices.SortStableFunc(entries, func(a, b *overrideEntry) int {
 		return cmp.Or(a.o.Created.Compare(b.o.Created), cmp.Compare(a.o.Name, b.o.Name))
 	})
-	t := &overrideTable{byPolicy: map[string]*policyOverrides{}, anyTenant: map[string]*overrideEntry{}}
+	t := &overrideTable{seed: maphash.MakeSeed(), byPolicy: map[string]*policyOverrides{}, anyTenant: map[string]*overrideEntry{}}
+	targets := 0
+	for _, e := range entries {
+		targets += len(e.o.Targets)
+	}
+	bits := uint64(1024) // at least 16 bits a target: about 1.5% pass the filter for nothing
+	for bits < 16*uint64(targets) && bits < 1<<24 {
+		bits *= 2
+	}
+	t.maybe, t.mask = make([]uint64, bits/64), bits-1
 	for _, e := range entries {
 		for _, tg := range e.o.Targets {
+			if tg.Key != "" {
+				t.mark(tg.Key)
+			} else {
+				t.mark(tg.Tenant)
+			}
 			if tg.Policy == "" {
 				t.anyTenant[tg.Tenant] = e
 				continue
@@ -307,33 +343,44 @@ func (o *Overrides) List() []Override {
 // Len is the number of overrides in effect.
 func (o *Overrides) Len() int { return len(o.List()) }
 
-// Apply returns r with the override that applies to it: Request.Override
-// set, and for a limit override the policy it derives from r.Policy (see
+// Apply returns r with the override that applies to it (see ApplyTo).
+func (o *Overrides) Apply(r Request) Request {
+	o.ApplyTo(&r)
+	return r
+}
+
+// ApplyTo sets r.Override to the override that applies to r and, for a
+// limit override, r.Policy to the policy it derives from r's (see
 // Override.Derive; one it cannot derive leaves the policy as it is). The
 // most specific override applies: one naming r's key, then one naming its
 // tenant under r's policy, then one naming its tenant under every policy.
 // r.Tenant must be set for the last two.
-func (o *Overrides) Apply(r Request) Request {
+func (o *Overrides) ApplyTo(r *Request) {
 	if o == nil {
-		return r
+		return
 	}
-	t := o.table.Load()
-	if t == nil {
-		return r
+	if t := o.table.Load(); t != nil {
+		t.apply(r, o.clock)
 	}
-	e := t.find(r, o.clock)
+}
+
+func (t *overrideTable) apply(r *Request, clock func() time.Time) {
+	key, tenant := t.marked(r.Key), r.Tenant != "" && t.marked(r.Tenant)
+	if !key && !tenant {
+		return
+	}
+	e := t.find(r, key, tenant, clock)
 	if e == nil {
-		return r
+		return
 	}
 	if e.o.Action == ActionLimit {
 		p, ok := e.derive(r.Policy)
 		if !ok {
-			return r
+			return
 		}
 		r.Policy = p
 	}
 	r.Override = &e.o
-	return r
 }
 
 // Matching returns every override in effect that names r (the one Apply
@@ -357,8 +404,9 @@ func (o *Overrides) Matching(r Request) []Override {
 }
 
 // find is the entry that applies to r, expired ones passed over; the
-// clock is read only when one names r.
-func (t *overrideTable) find(r Request, clock func() time.Time) *overrideEntry {
+// clock is read only when one names r. key and tenant say whether the
+// filter lets r's key and tenant through.
+func (t *overrideTable) find(r *Request, key, tenant bool, clock func() time.Time) *overrideEntry {
 	var now time.Time
 	live := func(e *overrideEntry) bool {
 		if e == nil {
@@ -370,16 +418,18 @@ func (t *overrideTable) find(r Request, clock func() time.Time) *overrideEntry {
 		return e.o.Expires.After(now)
 	}
 	if po := t.byPolicy[r.Policy.Name]; po != nil {
-		if e := po.keys[r.Key]; live(e) {
-			return e
+		if key {
+			if e := po.keys[r.Key]; live(e) {
+				return e
+			}
 		}
-		if r.Tenant != "" {
+		if tenant {
 			if e := po.tenants[r.Tenant]; live(e) {
 				return e
 			}
 		}
 	}
-	if r.Tenant != "" && len(t.anyTenant) > 0 {
+	if tenant && len(t.anyTenant) > 0 {
 		if e := t.anyTenant[r.Tenant]; live(e) {
 			return e
 		}

@@ -397,7 +397,8 @@ func (c *Config) partList() string {
 // override that applies (Config.Overrides), if any.
 func (res *Resolver) Request(p *limiter.Policy, id *Identity, cost int64) limiter.Request {
 	r := limiter.Request{Policy: res.policyFor(p, id.Plan), Key: res.Key(p, id), Cost: cost, Tenant: id.Tenant, Caller: id}
-	return res.cfg.Overrides.Apply(r)
+	res.cfg.Overrides.ApplyTo(&r)
+	return r
 }
 
 // policyFor returns p scaled by the multiplier of plan (p itself for 1).

@@ -26,7 +26,7 @@ type gateway struct {
 	seen   chan redisstore.AdminEventKind
 }
 
-func newAdminGateways(t *testing.T, client func() redis.UniversalClient, prefix string, policies map[string]*limiter.Policy, n int) []*gateway {
+func newAdminGateways(t *testing.T, client func() redis.UniversalClient, prefix string, n int) []*gateway {
 	t.Helper()
 	gws := make([]*gateway, n)
 	for i := range gws {
@@ -94,7 +94,7 @@ func TestResetReachesEveryGateway(t *testing.T) {
 				"window": {Name: "window", Algorithm: limiter.FixedWindow, Limit: 10, Period: time.Hour},
 				"leaky":  {Name: "leaky", Algorithm: limiter.LeakyBucket, Limit: 10, Period: time.Hour},
 			}
-			gws := newAdminGateways(t, be.client, newPrefix(t), policies, 3)
+			gws := newAdminGateways(t, be.client, newPrefix(t), 3)
 			for _, p := range policies {
 				for i, g := range gws {
 					locked := false
@@ -176,8 +176,7 @@ func TestOverridesReachEveryGateway(t *testing.T) {
 			ctx := context.Background()
 			prefix := newPrefix(t)
 			api := &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 10, Period: time.Hour}
-			policies := map[string]*limiter.Policy{"api": api}
-			gws := newAdminGateways(t, be.client, prefix, policies, 2)
+			gws := newAdminGateways(t, be.client, prefix, 2)
 			o := limiter.Override{Name: "block", Action: limiter.ActionDeny, Expires: time.Now().Add(time.Hour), Created: time.Now(),
 				Targets: []limiter.Target{{Policy: "api", Key: "mallory"}}, Who: map[string]string{"api_key": "…lory"}}
 			if err := gws[0].store.PutOverride(ctx, o); err != nil {
@@ -188,7 +187,7 @@ func TestOverridesReachEveryGateway(t *testing.T) {
 			if d := gws[1].lim.Check(ctx, gws[1].ov.Apply(req)); d.Outcome != limiter.Blocked {
 				t.Errorf("on the other gateway: %+v, want blocked", d)
 			}
-			later := newAdminGateways(t, be.client, prefix, policies, 1)[0]
+			later := newAdminGateways(t, be.client, prefix, 1)[0]
 			if got := later.ov.List(); len(got) != 1 || got[0].Name != "block" || got[0].Who["api_key"] != "…lory" {
 				t.Errorf("a gateway started later has %+v, want the override", got)
 			}
