@@ -181,6 +181,18 @@ func TestAdminEveryVerbMemoryStore(t *testing.T) {
 	if code, body := gql("k-bad"); code != http.StatusForbidden || !strings.Contains(body, `"code":"BLOCKED"`) {
 		t.Errorf("the blocked key on GraphQL: %d %s, want 403 BLOCKED", code, body)
 	}
+	dry, _ := http.NewRequest("POST", a.main+"/graphql", strings.NewReader(`{"query":"{ __typename }"}`))
+	dry.Header.Set("Content-Type", "application/json")
+	dry.Header.Set("X-API-Key", "k-bad")
+	dry.Header.Set("Costgate-Dry-Run", "1")
+	dres, err := http.DefaultClient.Do(dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dres.Body.Close()
+	if dres.StatusCode != http.StatusForbidden {
+		t.Errorf("a dry run of the blocked key: %d, want 403", dres.StatusCode)
+	}
 	if code, _ := gql("k-acme"); code != http.StatusOK {
 		t.Errorf("another key of the tenant on GraphQL: %d", code)
 	}

@@ -368,6 +368,9 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 	p, key := l.bucket(st)
 	st.stats.Limit = p.Capacity()
 	st.stats.RestoreRate = restoreRate(p)
+	if o := st.req.Override; o != nil && o.Action == limiter.ActionDeny {
+		return blocked() // a blocked caller is not answered a dry run either
+	}
 	if st.dryRun {
 		st.stats.DryRun = true
 		l.peek(ctx, st)
