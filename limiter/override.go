@@ -210,7 +210,7 @@ type overrideTable struct {
 	// a request whose key and tenant find a bit clear is passed over with
 	// two hashes, never a map lookup (a table of others' overrides costs
 	// a check next to nothing).
-	seed      maphash.Seed
+	salt      uint64
 	maybe     []uint64
 	mask      uint64
 	byPolicy  map[string]*policyOverrides
@@ -220,16 +220,30 @@ type overrideTable struct {
 
 // mark and marked set and test the two bits of s in t.maybe.
 func (t *overrideTable) mark(s string) {
-	h := maphash.String(t.seed, s)
+	h := t.filterHash(s)
 	for _, b := range [2]uint64{h & t.mask, (h >> 32) & t.mask} {
 		t.maybe[b/64] |= 1 << (b % 64)
 	}
 }
 
 func (t *overrideTable) marked(s string) bool {
-	h := maphash.String(t.seed, s)
+	h := t.filterHash(s)
 	a, b := h&t.mask, (h>>32)&t.mask
 	return t.maybe[a/64]&(1<<(a%64)) != 0 && t.maybe[b/64]&(1<<(b%64)) != 0
+}
+
+// filterHash hashes the length and the last 8 bytes of s, mixed with the
+// table's seed: a store key ends in a keyed hash (random already), a
+// tenant is a short name. Two strings it cannot tell apart only cost a map
+// lookup; it never decides what applies.
+func (t *overrideTable) filterHash(s string) uint64 {
+	h := t.salt ^ uint64(len(s))
+	for i := max(len(s)-8, 0); i < len(s); i++ {
+		h = h<<8 | uint64(s[i])
+	}
+	h ^= t.salt
+	h *= 0x9e3779b97f4a7c15 // Fibonacci hashing spreads the bits
+	return h ^ h>>31
 }
 
 type policyOverrides struct {
@@ -277,7 +291,7 @@ func (o *Overrides) Set(list []Override) {
 	slices.SortStableFunc(entries, func(a, b *overrideEntry) int {
 		return cmp.Or(a.o.Created.Compare(b.o.Created), cmp.Compare(a.o.Name, b.o.Name))
 	})
-	t := &overrideTable{seed: maphash.MakeSeed(), byPolicy: map[string]*policyOverrides{}, anyTenant: map[string]*overrideEntry{}}
+	t := &overrideTable{salt: maphash.Comparable(maphash.MakeSeed(), 0), byPolicy: map[string]*policyOverrides{}, anyTenant: map[string]*overrideEntry{}}
 	targets := 0
 	for _, e := range entries {
 		targets += len(e.o.Targets)

@@ -291,6 +291,46 @@ func TestOverrideValidate(t *testing.T) {
 	}
 }
 
+// othersTable is a table of n overrides of policy api, none of them on the
+// benchmarks' key or tenant: a key each, a tenant every tenth.
+func othersTable(n int) *limiter.Overrides {
+	full := limiter.NewOverrides(nil)
+	var list []limiter.Override
+	for i := range n {
+		tg := limiter.Target{Policy: "api", Key: fmt.Sprintf("other:%d", i)}
+		if i%10 == 0 {
+			tg = limiter.Target{Policy: "api", Tenant: fmt.Sprintf("tenant%d", i)}
+		}
+		list = append(list, limiter.Override{Name: fmt.Sprintf("o%d", i), Action: limiter.ActionLimit, Multiplier: 2,
+			Expires: time.Now().Add(time.Hour), Targets: []limiter.Target{tg}})
+	}
+	full.Set(list)
+	return full
+}
+
+// What the table itself costs a request it does not apply to: no table,
+// an empty one, 1,000 overrides of the same policy's other keys and
+// tenants.
+func BenchmarkOverridesApply(b *testing.B) {
+	p := &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 10, Period: time.Second}
+	for _, bc := range []struct {
+		name string
+		ov   *limiter.Overrides
+	}{{"none", nil}, {"empty", limiter.NewOverrides(nil)}, {"1000-others", othersTable(1000)}} {
+		b.Run("table="+bc.name, func(b *testing.B) {
+			req := limiter.Request{Policy: p, Key: "acme:0123456789abcdefghijkl", Tenant: "acme", Cost: 1}
+			b.ReportAllocs()
+			for b.Loop() {
+				r := req
+				bc.ov.ApplyTo(&r)
+				if r.Override != nil {
+					b.Fatal(r.Override.Name)
+				}
+			}
+		})
+	}
+}
+
 // Overrides cost a check nothing measurable when none apply: a check
 // through a nil table, an empty one, and one of 1,000 overrides of other
 // keys and tenants of the same policy, against the memory store (the
@@ -304,17 +344,7 @@ func BenchmarkCheckOverrides(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	full := limiter.NewOverrides(nil)
-	var list []limiter.Override
-	for i := range 1000 {
-		tg := limiter.Target{Policy: "api", Key: fmt.Sprintf("other:%d", i)}
-		if i%10 == 0 {
-			tg = limiter.Target{Policy: "api", Tenant: fmt.Sprintf("tenant%d", i)}
-		}
-		list = append(list, limiter.Override{Name: fmt.Sprintf("o%d", i), Action: limiter.ActionLimit, Multiplier: 2,
-			Expires: time.Now().Add(time.Hour), Targets: []limiter.Target{tg}})
-	}
-	full.Set(list)
+	full := othersTable(1000)
 	cases := []struct {
 		name string
 		ov   *limiter.Overrides
