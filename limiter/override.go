@@ -232,18 +232,22 @@ func (t *overrideTable) marked(s string) bool {
 	return t.maybe[a/64]&(1<<(a%64)) != 0 && t.maybe[b/64]&(1<<(b%64)) != 0
 }
 
-// filterHash hashes the length and the last 8 bytes of s, mixed with the
-// table's seed: a store key ends in a keyed hash (random already), a
-// tenant is a short name. Two strings it cannot tell apart only cost a map
-// lookup; it never decides what applies.
+// filterHash hashes the length and the first and last 4 bytes of s,
+// mixed with the table's seed: a store key holds a keyed hash (random
+// already, 24 bits in 4 base64 bytes) at one end or the other, a tenant is
+// a short name. Two strings it cannot tell apart only cost a map lookup;
+// it never decides what applies.
 func (t *overrideTable) filterHash(s string) uint64 {
-	h := t.salt ^ uint64(len(s))
-	for i := max(len(s)-8, 0); i < len(s); i++ {
-		h = h<<8 | uint64(s[i])
+	var head, tail uint64
+	for i := 0; i < min(len(s), 4); i++ {
+		head = head<<8 | uint64(s[i])
 	}
-	h ^= t.salt
-	h *= 0x9e3779b97f4a7c15 // Fibonacci hashing spreads the bits
-	return h ^ h>>31
+	for i := max(len(s)-4, 4); i < len(s); i++ {
+		tail = tail<<8 | uint64(s[i])
+	}
+	h := (head ^ t.salt) * 0x9e3779b97f4a7c15 // Fibonacci hashing spreads the bits
+	h = (h ^ h>>29 ^ tail<<16 ^ uint64(len(s))) * 0xbf58476d1ce4e5b9
+	return h ^ h>>32
 }
 
 type policyOverrides struct {
