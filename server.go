@@ -4,6 +4,7 @@
 //
 //	go run .                                  # :8080, in-memory store, demo config
 //	go run . -config costgate.yaml -redis redis://127.0.0.1:6379/0
+//	go run . admin top                        # the admin API from a terminal (docs/operators.md)
 //
 // A flag beats its environment variable (COSTGATE_ADDR, COSTGATE_CONFIG,
 // COSTGATE_REDIS_URL), which beats the config file, which beats the default.
@@ -32,14 +33,20 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/costgate/costgate/internal/admin"
 	"github.com/costgate/costgate/internal/config"
 	"github.com/costgate/costgate/internal/price"
 	"github.com/costgate/costgate/internal/server"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "price" { // costgate price: internal/price
-		os.Exit(price.Run(os.Args[2:], os.Stdout, os.Stderr))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "price": // costgate price: internal/price
+			os.Exit(price.Run(os.Args[2:], os.Stdout, os.Stderr))
+		case "admin": // costgate admin: internal/admin
+			os.Exit(admin.Command(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -81,6 +88,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 		}
 		err = cfg.ApplyOverrides(config.Resolve(*addr, set["addr"], getenv("COSTGATE_ADDR")),
 			config.Resolve(*redisURL, set["redis"], getenv("COSTGATE_REDIS_URL")))
+		if err == nil {
+			err = cfg.ResolveAdmin(getenv)
+		}
 		return cfg, err
 	}
 	cfg, err := load()
@@ -104,6 +114,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	at := listening{HTTP: ln.Addr().String()}
 	logger.Info("costgate listening", "addr", at.HTTP, "config", cfg.Source(), "store", srv.StoreName(),
 		"max_conns_per_ip", srv.ConnLimit().Max)
+	_, stopAdmin, err := srv.ServeAdmin(logger)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopAdmin()
 
 	grpcErr := make(chan error, 1)
 	if cfg.GRPCListen != "" {

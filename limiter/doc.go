@@ -84,6 +84,16 @@
 // [Limiter.Drain] waits for what is on its way. A gateway that dies leaves
 // its holds for at most one lease.
 //
+// # Operators
+//
+// An [Override] changes what a policy does for one key, or for every key
+// of a tenant, until it expires: new limits (or a multiplier), an
+// exemption, or a block. [Overrides] is the table every check consults
+// (identity.Resolver.Request applies it); with none in effect a check pays
+// one atomic load. [Limiter.Reset] clears a key's state in a store that is
+// a [Resetter], and in this process's deny cache; redisstore tells the
+// other gateways.
+//
 // [memstore]: https://pkg.go.dev/github.com/costgate/costgate/limiter/memstore
 // [redisstore]: https://pkg.go.dev/github.com/costgate/costgate/limiter/redisstore
 // [storetest]: https://pkg.go.dev/github.com/costgate/costgate/limiter/storetest

@@ -77,7 +77,8 @@ type Limiter struct {
 	localPolicies sync.Map // *Policy → *Policy with limit/gateways
 	logGates      sync.Map // policy name → *loggate.Gate
 	denied        denyCache
-	ends          endState // what ended requests left to do (ticket.go)
+	ends          endState                // what ended requests left to do (ticket.go)
+	onDenied      func(Request, Decision) // WithDenials
 }
 
 // New returns a Limiter over store. It refuses a nil store, and a negative
@@ -111,6 +112,15 @@ type Request struct {
 	Policy *Policy
 	Key    string
 	Cost   int64
+	// Tenant is the tenant the key belongs to, for overrides by tenant
+	// ("": none known).
+	Tenant string
+	// Override is the operator override that applies (Overrides.Apply
+	// sets it; nil: none).
+	Override *Override
+	// Caller is who the request is, for the WithDenials hook
+	// (identity.Resolver.Request sets its *identity.Identity).
+	Caller any
 }
 
 // Allow charges cost (at least 1) to key under p and returns the decision.
@@ -135,7 +145,7 @@ func (l *Limiter) AllowAll(ctx context.Context, reqs []Request) ([]Decision, boo
 // AppendAllowAll is AllowAll appending the decisions to dst, so that a
 // caller with a buffer of its own (on its stack) allocates nothing for them.
 func (l *Limiter) AppendAllowAll(ctx context.Context, dst []Decision, reqs []Request) ([]Decision, bool) {
-	if bs, ok := l.store.(BatchStore); ok && len(reqs) > 1 {
+	if bs, ok := l.store.(BatchStore); ok && len(reqs) > 1 && !decidedByOverride(reqs) {
 		ds, ok := l.allowBatch(ctx, bs, reqs)
 		return append(dst, ds...), ok
 	}
@@ -173,6 +183,8 @@ func (l *Limiter) allowBatch(ctx context.Context, bs BatchStore, reqs []Request)
 		rs[i] = r
 		if d, ok := l.cachedDenial(r, sent); ok && !d.Allowed {
 			// Known denied: nothing else need be asked or charged.
+			d.Override = r.Override
+			l.reportDenial(r, d)
 			l.observeAll(start, []Decision{d}, nil)
 			return []Decision{d}, false
 		}
@@ -206,11 +218,12 @@ func (l *Limiter) allowBatch(ctx context.Context, bs BatchStore, reqs []Request)
 	allowed := len(ds) == len(rs)
 	for i := range ds {
 		r := rs[i]
-		ds[i].Policy, ds[i].Cost = r.Policy, r.Cost
+		ds[i].Policy, ds[i].Cost, ds[i].Override = r.Policy, r.Cost, r.Override
 		if !chargedBefore(rs[:i], r) {
 			l.rememberDenial(r, ds[i], sent)
 		}
 		ds[i] = l.settle(ds[i])
+		l.reportDenial(r, ds[i])
 		allowed = allowed && ds[i].Allowed
 	}
 	l.observeAll(start, ds, nil)
@@ -341,11 +354,18 @@ func (l *Limiter) Peek(ctx context.Context, p *Policy, key string) (Decision, er
 
 func (l *Limiter) check(ctx context.Context, r Request) Decision {
 	p := r.Policy
+	if r.Override != nil {
+		if d, ok := l.Overridden(r); ok {
+			return d
+		}
+	}
 	var start time.Time
 	if l.observe != nil || l.usesDenyCache(p) {
 		start = time.Now()
 	}
 	if d, ok := l.cachedDenial(r, start); ok {
+		d.Override = r.Override
+		l.reportDenial(r, d)
 		if l.observe != nil {
 			l.observe(Event{Policy: p.Name, Outcome: d.Outcome, Store: l.storeName, Duration: time.Since(start)})
 		}
@@ -364,7 +384,9 @@ func (l *Limiter) check(ctx context.Context, r Request) Decision {
 	default:
 		l.rememberDenial(r, d, start)
 		d = l.settle(d)
+		l.reportDenial(r, d)
 	}
+	d.Override = r.Override
 	if l.observe != nil {
 		l.observe(Event{Policy: p.Name, Outcome: d.Outcome, Store: l.storeName, Duration: time.Since(start), Err: err})
 	}

@@ -104,11 +104,16 @@ type Decision struct {
 	// Err is the store error when the store could not answer; Outcome then
 	// says what the policy's on_store_error did about it.
 	Err error
+	// Override is the operator override that applied, if any.
+	Override *Override
 }
 
 // HasState reports whether d carries the store's state (Limit, Remaining,
-// ResetAfter): the store made it, or the local fallback did.
-func (d *Decision) HasState() bool { return d.Err == nil || d.Outcome == ErrorLocal }
+// ResetAfter): the store made it, or the local fallback did (an override
+// that exempts or blocks asks neither).
+func (d *Decision) HasState() bool {
+	return (d.Err == nil || d.Outcome == ErrorLocal) && d.Outcome != Exempt && d.Outcome != Blocked
+}
 
 // ErrNotRefundable is returned when a refund is asked of a window algorithm.
 var ErrNotRefundable = errors.New("limiter: only token_bucket and leaky_bucket policies can be refunded")

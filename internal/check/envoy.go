@@ -321,7 +321,7 @@ func (s *RateLimitService) decide(ctx context.Context, plans []*planned) ([][]li
 			continue
 		}
 		for _, r := range p.reqs {
-			d := s.peek(ctx, r.Policy, r.Key)
+			d := s.peek(ctx, r)
 			decisions[i] = append(decisions[i], d)
 			if !d.Allowed {
 				return decisions, false
@@ -352,9 +352,13 @@ func (s *RateLimitService) decide(ctx context.Context, plans []*planned) ([][]li
 // peek checks a policy without charging it: denied when not one unit is
 // left. A store error is decided by the policy's on_store_error, as a
 // charge would be (local: allowed, since there is nothing to charge).
-func (s *RateLimitService) peek(ctx context.Context, p *limiter.Policy, key string) limiter.Decision {
+func (s *RateLimitService) peek(ctx context.Context, r limiter.Request) limiter.Decision {
+	if d, ok := s.cfg.Limiter.Overridden(r); ok {
+		return d // an operator exempts or blocks the caller
+	}
+	p := r.Policy
 	shadow := p.EffectiveMode() == limiter.Shadow
-	d, err := s.cfg.Limiter.Peek(ctx, p, key)
+	d, err := s.cfg.Limiter.Peek(ctx, p, r.Key)
 	switch {
 	case err != nil:
 		d = limiter.Decision{Policy: p, Limit: p.Capacity(), Err: err, Allowed: true, Outcome: limiter.ErrorAllowed}

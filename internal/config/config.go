@@ -90,6 +90,9 @@ graphql:
   # trusted_documents: {file: persisted-documents.json, mode: enforce}  # only the listed operations run; or mode: log (docs/trusted-documents.md)
 # cors: {allowed_origins: []}   # browser clients; rate-limit headers are exposed to them
 # metrics: {listen: ""}         # /metrics on a listener of its own; "": the main one, to loopback clients only
+admin:                # the admin API and console, on a listener of their own (docs/operators.md)
+  listen: "127.0.0.1:9091"
+  tokens: {oncall: "${COSTGATE_ADMIN_TOKEN}"}   # name -> token; or tokens_file: "name token" lines. The demo, unset: a random token, printed once
 `
 
 // DemoName stands for the file name in messages about the built-in config.
@@ -142,6 +145,8 @@ type Config struct {
 	Envoy EnvoyConfig `yaml:"envoy"`
 	// Metrics says where /metrics is served.
 	Metrics MetricsConfig `yaml:"metrics"`
+	// Admin serves the admin API and console (admin.go).
+	Admin AdminConfig `yaml:"admin"`
 
 	src *source
 }
@@ -482,6 +487,7 @@ func Load(path string) (*Config, error) {
 	if err := c.loadCostsFile(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
+	c.resolveAdminPaths(filepath.Dir(path))
 	return c, nil
 }
 

@@ -360,7 +360,7 @@ var badConfigs = []struct {
 	{"complex key", "? [a]\n: 1\n", "bad.yaml:2: YAML: found an invalid key for this map", ""},
 
 	// Unknown keys.
-	{"unknown top-level key", "lisen: \":8080\"\n", "bad.yaml:1: lisen: unknown key (want one of listen, server, store, identity, plans, policies, routes, graphql, cors, grpc_listen, gateway, envoy, metrics)", ""},
+	{"unknown top-level key", "lisen: \":8080\"\n", "bad.yaml:1: lisen: unknown key (want one of listen, server, store, identity, plans, policies, routes, graphql, cors, grpc_listen, gateway, envoy, metrics, admin)", ""},
 	{"unknown store key", "store:\n  gateway: 2\n", "bad.yaml:2: store.gateway: unknown key (want one of redis, memory, gateways, key_prefix)", ""},
 	{"unknown policy key", "policies:\n  api: {algorithm: token_bucket, limit: 1, period: 1s, key: [ip], burts: 5}\n",
 		"bad.yaml:2: policies.api.burts: unknown key (want one of algorithm, limit, period, burst, key, mode, on_store_error, local_cache, sync, lease, refund_status)", ""},

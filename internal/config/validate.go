@@ -43,6 +43,7 @@ func (c *Config) Validate() error {
 	v.gateway()
 	v.envoy()
 	v.endingPolicies()
+	v.admin()
 	slices.SortStableFunc(v.errs, func(a, b *Error) int {
 		// Known lines first, in file order; the rest keep their order.
 		if (a.Line == 0) != (b.Line == 0) {

@@ -15,18 +15,27 @@ const (
 	CodeRateLimit        = "rate_limit"
 	CodeConcurrencyLimit = "concurrency_limit"
 	CodeUnavailable      = "rate_limiter_unavailable"
+	// CodeBlocked: an operator's deny override blocks the caller (403).
+	CodeBlocked = "blocked"
 )
 
 // WriteDenied answers a denied request: 429 with Retry-After when the
 // policy denied (concurrency_limit when a concurrency policy had no place
 // free, rate_limit otherwise), 503 when the store failed and the policy
-// fails closed.
+// fails closed, 403 when an operator blocked the caller.
 func WriteDenied(w http.ResponseWriter, d limiter.Decision) {
 	name := ""
 	if d.Policy != nil {
 		name = d.Policy.Name
 	}
 	switch {
+	case d.Outcome == limiter.Blocked:
+		// No Retry-After: the block lasts until the operators lift it.
+		jsonerror.Write(w, http.StatusForbidden, jsonerror.Body{
+			Error:   CodeBlocked,
+			Message: "blocked by the operators of this API",
+			Policy:  name,
+		})
 	case d.Outcome == limiter.ErrorDenied:
 		jsonerror.Unavailable(w, jsonerror.Body{
 			Error:   CodeUnavailable,

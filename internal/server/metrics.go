@@ -41,7 +41,7 @@ func newMetrics() *metrics {
 		registry: prometheus.NewRegistry(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "costgate_decisions_total",
-			Help: "Rate-limit decisions by policy and outcome (allowed, denied, shadow_denied, error_allowed, error_denied, error_local).",
+			Help: "Rate-limit decisions by policy and outcome (allowed, denied, shadow_denied, error_allowed, error_denied, error_local; exempt and blocked by an operator's override).",
 		}, []string{"policy", "decision"}),
 		checkDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "costgate_check_duration_seconds",

@@ -69,6 +69,8 @@ type Server struct {
 	// wait on them (and their subscriptions free their slots).
 	streams    context.Context
 	endStreams context.CancelFunc
+	// admin is the admin API and console (admin.go), served by ServeAdmin.
+	admin *adminParts
 }
 
 // New builds the server for cfg.
@@ -77,7 +79,10 @@ func New(cfg *config.Config, logger *slog.Logger) (*Server, error) {
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	s.metrics.operations = newOperationMetrics(s.metrics.registry)
 	s.metrics.registry.MustRegister(newStoreStateCollector(s), s.trustedGauge())
-	st, err := newState(cfg, s.metrics, logger)
+	if err := s.newAdmin(cfg); err != nil {
+		return nil, err
+	}
+	st, err := newState(cfg, s.metrics, logger, s.denials())
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +174,7 @@ func (s *Server) Reload(cfg *config.Config) error {
 	st, fresh := s.state, false
 	if !st.sameStore(cfg) {
 		var err error
-		if st, err = newState(cfg, s.metrics, s.logger); err != nil {
+		if st, err = newState(cfg, s.metrics, s.logger, s.denials()); err != nil {
 			return err
 		}
 		fresh = true
@@ -184,6 +189,9 @@ func (s *Server) Reload(cfg *config.Config) error {
 	}
 	s.swapSchemas()
 	s.logRestartKeys(cfg)
+	if err := s.setAdminTokens(cfg); err != nil {
+		s.logger.Error("config: the admin tokens could not be applied; the old ones stay", "err", err)
+	}
 	if fresh {
 		s.logger.Warn("config: the store section or hash key changed: limiter state starts afresh")
 		old := s.state
@@ -207,6 +215,7 @@ func (s *Server) logRestartKeys(cfg *config.Config) {
 		{"listen", s.started.Listen, cfg.Listen},
 		{"grpc_listen", s.started.GRPCListen, cfg.GRPCListen},
 		{"metrics.listen", s.started.Metrics.Listen, cfg.Metrics.Listen},
+		{"admin.listen", s.started.Admin.Listen, cfg.Admin.Listen},
 	} {
 		if k.next != k.inEffect {
 			s.logger.Warn("config: "+k.key+" changed; it takes effect at the next start", k.key, k.inEffect, "new", k.next)
@@ -238,7 +247,9 @@ func (s *Server) Close() {
 // when the config maps descriptors.
 func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.RateLimitService, error) {
 	s.nextTrusted = nil // graphql sets it when the config has trusted documents
-	ids, err := identity.New(cfg.IdentityConfig(st.hashKey))
+	idc := cfg.IdentityConfig(st.hashKey)
+	idc.Overrides = st.overrides // the operators' overrides, read by every check
+	ids, err := identity.New(idc)
 	if err != nil {
 		return nil, nil, err
 	}

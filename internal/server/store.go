@@ -35,6 +35,9 @@ type state struct {
 	limiter *limiter.Limiter
 	redis   *redisstore.Store // nil with the memory store
 	hashKey []byte
+	// overrides are the operators' overrides in effect (admin.go): the
+	// store's, read by every check.
+	overrides *limiter.Overrides
 }
 
 // sameStore reports whether cfg can keep st.
@@ -42,11 +45,11 @@ func (st *state) sameStore(cfg *config.Config) bool {
 	return reflect.DeepEqual(st.storeCfg, cfg.Store) && st.hashCfg == cfg.Identity.HashKey
 }
 
-func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, error) {
-	st := &state{storeCfg: cfg.Store, hashCfg: cfg.Identity.HashKey}
+func newState(cfg *config.Config, m *metrics, logger *slog.Logger, extra ...limiter.Option) (*state, error) {
+	st := &state{storeCfg: cfg.Store, hashCfg: cfg.Identity.HashKey, overrides: limiter.NewOverrides(nil)}
 	timeout := limiter.DefaultTimeout
 	var store limiter.Store
-	opts := []limiter.Option{limiter.WithObserver(m.observe), limiter.WithLogger(logger)}
+	opts := append([]limiter.Option{limiter.WithObserver(m.observe), limiter.WithLogger(logger)}, extra...)
 	if rc := cfg.Store.Redis; rc == nil {
 		st.name = "memory"
 		store = memstore.New(&memstore.Options{MaxKeys: cfg.Store.Memory.MaxKeys, OnEvict: m.evictions.Inc, OnOverflow: m.overflow, Logger: logger})
@@ -77,6 +80,7 @@ func newState(cfg *config.Config, m *metrics, logger *slog.Logger) (*state, erro
 		return nil, err
 	}
 	st.limiter = lim
+	st.watchAdmin(logger)
 
 	st.hashKey = []byte(cfg.Identity.HashKey)
 	switch {

@@ -4,7 +4,9 @@ import "github.com/costgate/costgate/complexity"
 
 // Error codes, in errors[0].extensions.code.
 const (
-	CodeThrottled               = "THROTTLED"
+	CodeThrottled = "THROTTLED"
+	// An operator's deny override blocks the caller (403).
+	CodeBlocked                 = "BLOCKED"
 	CodeMaxCostExceeded         = "MAX_COST_EXCEEDED"
 	CodeCostExceedsCapacity     = "COST_EXCEEDS_CAPACITY"
 	CodeSlicingArgumentRequired = complexity.CodeSlicingArgumentRequired

@@ -316,8 +316,9 @@ type state struct {
 	decision   limiter.Decision // the charge (or, when nothing was charged, a peek), for the refund and the headers
 	status     int              // the HTTP status the middleware must answer with
 	headers    bool             // rate-limit headers to write
-	policy     *limiter.Policy  // the caller's bucket: Config.Policy scaled by plan
+	policy     *limiter.Policy  // the caller's bucket: Config.Policy scaled by plan (and by an override)
 	key        string           // and its store key, resolved once per request
+	req        limiter.Request  // both, and the operators' override that applies
 	register   string           // the persisted-query hash to register the query under once it was charged
 	byID       bool             // a trusted document named by documentId: gqlgen is handed its text (fillDocument)
 	floor      int64            // what reading the request costs, in tokens: the least an operation that runs is charged (readingCost)
@@ -335,10 +336,19 @@ type state struct {
 // scaling, the keyed hash of the identity) once for the charge and the refund.
 func (l *Limiter) bucket(st *state) (*limiter.Policy, string) {
 	if st.policy == nil {
-		r := l.cfg.Identity.Request(l.cfg.Policy, st.id, 0)
-		st.policy, st.key = r.Policy, r.Key
+		st.req = l.cfg.Identity.Request(l.cfg.Policy, st.id, 0)
+		st.policy, st.key = st.req.Policy, st.req.Key
 	}
 	return st.policy, st.key
+}
+
+// charge charges cost to the caller's bucket under p (the bucket's policy,
+// or a shadow copy of it), honouring the operators' override.
+func (l *Limiter) charge(ctx context.Context, st *state, p *limiter.Policy, cost int64) limiter.Decision {
+	l.bucket(st)
+	r := st.req
+	r.Policy, r.Cost = p, cost
+	return l.cfg.Limiter.Check(ctx, r)
 }
 
 // Error is a GraphQL error costgate answers with, before or instead of
@@ -357,6 +367,11 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 func reject(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// blocked is the answer to a caller an operator's deny override blocks.
+func blocked() *Error {
+	return &Error{Status: http.StatusForbidden, Code: CodeBlocked, Message: "blocked by the operators of this API"}
 }
 
 // errDryRun is what admit returns for a dry run: priced, nothing charged,
@@ -412,6 +427,9 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 	p, key := l.bucket(st)
 	st.stats.Limit = p.Capacity()
 	st.stats.RestoreRate = restoreRate(p)
+	if o := st.req.Override; o != nil && o.Action == limiter.ActionDeny {
+		return blocked() // a blocked caller is not answered a dry run either
+	}
 	if st.dryRun {
 		st.stats.DryRun = true
 		l.peek(ctx, st)
@@ -434,7 +452,7 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 		shadow.Mode = limiter.Shadow
 		p = &shadow
 	}
-	d := l.cfg.Limiter.Allow(ctx, p, key, st.stats.Requested)
+	d := l.charge(ctx, st, p, st.stats.Requested)
 	st.stats.HasBucket = d.HasState()
 	st.stats.Remaining = d.Remaining
 	st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
@@ -454,6 +472,8 @@ func (l *Limiter) price(ctx context.Context, st *state, op *ast.OperationDefinit
 		return &Error{Status: http.StatusServiceUnavailable, Code: CodeLimiterUnavailable,
 			Message:    "the rate limiter cannot reach its store, and GraphQL fails closed; retry shortly",
 			Extensions: map[string]any{"retryAfterSec": header.UnavailableRetryAfter}}
+	case d.Outcome == limiter.Blocked:
+		return blocked()
 	case d.ExceedsCapacity && d.Outcome == limiter.Denied:
 		return l.refuse(ctx, st, exceeds())
 	case !d.Allowed:

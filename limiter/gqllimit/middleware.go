@@ -326,14 +326,17 @@ func (l *Limiter) prePrice(st *state, doc *document) {
 // anonymous bucket of the client address, so that guessing keys is itself
 // limited. No state is keyed by the guess.
 func (l *Limiter) unknownKey(w http.ResponseWriter, r *http.Request, st *state) {
-	p, key := l.bucket(st)
-	d := l.cfg.Limiter.Allow(r.Context(), p, key, max(1, st.read)) // what reading the request cost, at least 1
+	p, _ := l.bucket(st)
+	d := l.charge(r.Context(), st, p, max(1, st.read)) // what reading the request cost, at least 1
 	st.decision, st.headers = d, p.EffectiveMode() != limiter.Shadow
 	st.stats.Limit, st.stats.RestoreRate = p.Capacity(), restoreRate(p)
 	st.stats.HasBucket = d.HasState()
 	st.stats.Remaining, st.stats.ResetAt = d.Remaining, l.cfg.Clock().Add(d.ResetAfter)
 	e := reject(http.StatusUnauthorized, CodeUnauthenticated, "unknown API key")
-	if !d.Allowed {
+	switch {
+	case d.Outcome == limiter.Blocked:
+		e = blocked()
+	case !d.Allowed:
 		e = &Error{Status: http.StatusTooManyRequests, Code: CodeThrottled, Message: "Throttled",
 			Extensions: map[string]any{"retryAfterSec": header.RetryAfterSeconds(d)}}
 	}

@@ -93,7 +93,7 @@ func (l *Limiter) refuse(ctx context.Context, st *state, e *Error) *Error {
 		return e
 	}
 	st.refused = true
-	p, key := l.bucket(st)
+	p, _ := l.bucket(st)
 	if l.cfg.Mode == limiter.Shadow {
 		shadow := *p
 		shadow.Mode = limiter.Shadow
@@ -102,7 +102,7 @@ func (l *Limiter) refuse(ctx context.Context, st *state, e *Error) *Error {
 	// Never more than the bucket holds: a refusal the bucket could never pay
 	// would be free.
 	cost := min(max(l.cfg.RejectionCost, st.read), p.Capacity())
-	d := l.cfg.Limiter.Allow(ctx, p, key, cost)
+	d := l.charge(ctx, st, p, cost)
 	st.stats.Limit, st.stats.RestoreRate = p.Capacity(), restoreRate(p)
 	if d.HasState() {
 		st.stats.HasBucket = true
@@ -110,6 +110,9 @@ func (l *Limiter) refuse(ctx context.Context, st *state, e *Error) *Error {
 		st.stats.ResetAt = l.cfg.Clock().Add(d.ResetAfter)
 	}
 	st.decision, st.headers = d, p.EffectiveMode() != limiter.Shadow
+	if d.Outcome == limiter.Blocked {
+		return blocked()
+	}
 	if d.Outcome == limiter.Denied && !d.ExceedsCapacity {
 		return &Error{Status: http.StatusTooManyRequests, Code: CodeThrottled, Message: "Throttled",
 			Extensions: map[string]any{"retryAfterSec": header.RetryAfterSeconds(d)}}

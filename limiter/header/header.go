@@ -22,11 +22,14 @@ const (
 	Policy     = "RateLimit-Policy" // IETF draft: one item per applied policy
 	RateLimit  = "RateLimit"        // IETF draft: same items, same order
 	RetryAfter = "Retry-After"
+	// Override names, per policy, the operators' override that applied to
+	// the request: "api";action=limit;expires=1764480000 (Unix seconds).
+	Override = "Costgate-Override"
 )
 
 // Exposed lists the headers a browser client on another origin needs
 // exposed (Access-Control-Expose-Headers) to read its limits.
-var Exposed = []string{Limit, Remaining, Reset, Policy, RateLimit, RetryAfter}
+var Exposed = []string{Limit, Remaining, Reset, Policy, RateLimit, RetryAfter, Override}
 
 // UnavailableRetryAfter is the Retry-After, in seconds, of a 503 answered
 // because the store is down and the policy fails closed.
@@ -45,6 +48,7 @@ var (
 	keyReset     = http.CanonicalHeaderKey(Reset)
 	keyPolicy    = http.CanonicalHeaderKey(Policy)
 	keyRateLimit = http.CanonicalHeaderKey(RateLimit)
+	keyOverride  = http.CanonicalHeaderKey(Override)
 )
 
 // Set writes the rate-limit headers for the decisions of one request
@@ -56,7 +60,15 @@ var (
 // flight. A concurrency policy's RateLimit-Policy item has no window but
 // the draft's quota unit, qu="concurrent-requests", and its RateLimit item
 // a t only on a denial (the Retry-After).
+// An override that made a decision is also named in Costgate-Override
+// (a limit override's own limits are those RateLimit-Policy shows).
 func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
+	for i := range decisions {
+		if decisions[i].Override != nil {
+			setOverrides(h, decisions)
+			break
+		}
+	}
 	// Every value is written into one buffer, kept on the stack for the
 	// usual one or two policies, and becomes one string: two allocations
 	// (that string and the values' backing array) whatever the policies.
@@ -128,6 +140,25 @@ func Set(h http.Header, now time.Time, decisions []limiter.Decision) {
 	h[keyReset] = backing[2:3:3]
 	h[keyPolicy] = backing[3:4:4]
 	h[keyRateLimit] = backing[4:5:5]
+}
+
+// setOverrides writes Costgate-Override: one item per decision an
+// override made, its policy's name with the action and the expiry.
+func setOverrides(h http.Header, decisions []limiter.Decision) {
+	var b []byte
+	for i := range decisions {
+		d := &decisions[i]
+		if d.Override == nil || d.Policy == nil {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendSFString(b, d.Policy.Name)
+		b = append(append(b, ";action="...), d.Override.Action...)
+		b = strconv.AppendInt(append(b, ";expires="...), d.Override.Expires.Unix(), 10)
+	}
+	h[keyOverride] = []string{string(b)}
 }
 
 // resetUnix is the Unix second at which the quota is full again, rounded up.

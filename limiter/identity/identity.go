@@ -78,6 +78,9 @@ type Config struct {
 	// use in their Key. A name must not be a built-in part or start with
 	// "header:".
 	Parts map[string]PartFunc
+	// Overrides, when set, are the operators' overrides that Request
+	// applies (by the store key it builds, and by the caller's tenant).
+	Overrides *limiter.Overrides
 }
 
 // Validate reports every problem of c, joined; each is a *limiter.FieldError.
@@ -390,9 +393,12 @@ func (c *Config) partList() string {
 }
 
 // Request is what charging cost to id under p asks of the limiter: p
-// scaled by id's plan, and the store key of p for id.
+// scaled by id's plan, the store key of p for id, and the operators'
+// override that applies (Config.Overrides), if any.
 func (res *Resolver) Request(p *limiter.Policy, id *Identity, cost int64) limiter.Request {
-	return limiter.Request{Policy: res.policyFor(p, id.Plan), Key: res.Key(p, id), Cost: cost}
+	r := limiter.Request{Policy: res.policyFor(p, id.Plan), Key: res.Key(p, id), Cost: cost, Tenant: id.Tenant, Caller: id}
+	res.cfg.Overrides.ApplyTo(&r)
+	return r
 }
 
 // policyFor returns p scaled by the multiplier of plan (p itself for 1).

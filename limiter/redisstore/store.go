@@ -174,6 +174,7 @@ type Store struct {
 	opened        atomic.Bool // checkEviction let it open
 	evictLog      loggate.Gate
 	wg            sync.WaitGroup
+	adminFields   // admin.go: resets and overrides shared by the gateways
 }
 
 var _ limiter.Store = (*Store)(nil)
