@@ -234,8 +234,7 @@ func TestAdminOverridesEveryGateway(t *testing.T) {
 	}
 
 	// A gateway that restarts applies the overrides from its first request.
-	gws[1].Cmd.Process.Kill()
-	gws[1].Cmd.Wait()
+	gws[1].Kill(t)
 	again := startAdminGateway(t, config)
 	if code := again.call(t, "GET", "/api/products", "k-bad", "").StatusCode; code != http.StatusForbidden {
 		t.Errorf("the first request after a restart: %d, want 403 (the override survives)", code)
