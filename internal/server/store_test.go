@@ -1,13 +1,13 @@
 package server
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"strings"
 	"testing"
 
 	"github.com/costgate/costgate/internal/config"
+	"github.com/costgate/costgate/internal/syncbuf"
 )
 
 // A Redis that does not answer at start does not stop the server, but the
@@ -37,7 +37,7 @@ graphql: {path: ""}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log bytes.Buffer
+	var log syncbuf.Buffer // the store logs from goroutines of its own too
 	s, err := New(cfg, slog.New(slog.NewTextHandler(&log, nil)))
 	if err != nil {
 		t.Fatalf("the server refused to start without Redis: %v", err)
