@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/costgate/costgate/complexity"
@@ -94,6 +93,7 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	}
 	switch {
 	case rerr == nil:
+		e.l.watch(st, rc)
 		return nil
 	case rerr == errDryRun && st.dryRunData:
 		// rateLimit(dryRun: true): run that field alone, which reads GetStats.
@@ -124,8 +124,9 @@ func (e extension) InterceptOperation(ctx context.Context, next graphql.Operatio
 }
 
 func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
-	resp := next(ctx)
 	st := stateFrom(ctx)
+	event := st != nil && st.exec != nil && st.exec.subscription
+	resp := next(ctx)
 	if resp == nil || st == nil || st.op == nil {
 		return resp
 	}
@@ -133,11 +134,12 @@ func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseH
 	case st.stats.DryRun && !st.dryRunData: // answered as a dry run: extensions.cost alone
 		resp.Errors, resp.Data = nil, json.RawMessage("null")
 	case st.stats.DryRun: // rateLimit(dryRun: true) alone ran
-	case st.admitted:
+	case st.admitted && event:
 		// A subscription was charged its price when it started: its events
-		// are not priced, and nothing is refunded.
-		if rc := graphql.GetOperationContext(ctx); rc != nil && rc.Operation != nil && rc.Operation.Operation != ast.Subscription {
-			e.l.finish(ctx, st, rc.Operation, rc.Variables, resp.Data)
+		// are not charged, and nothing is refunded.
+	case st.admitted:
+		if resp.HasNext == nil || !*resp.HasNext { // @defer: the last response settles
+			e.l.finish(ctx, st)
 		}
 	case !st.rejected:
 		// gqlgen refused the operation before costgate priced it: a

@@ -273,6 +273,7 @@ type state struct {
 	key        string           // and its store key, resolved once per request
 	register   string           // the persisted-query hash to register the query under once it was charged
 	slot       *slot            // an open subscription's place among its key's
+	exec       *execution       // counts the operation as gqlgen runs it, once admitted (embedded)
 	conn       *connection      // the websocket connection that started the operation; nil over HTTP
 	reported   sync.Once        // an operation of a websocket connection is reported once
 }
@@ -477,22 +478,13 @@ func (l *Limiter) peek(ctx context.Context, st *state) {
 	}
 }
 
-// finish records the actual cost of an operation that ran and refunds what
-// it did not use. data is the response's "data" member.
-func (l *Limiter) finish(ctx context.Context, st *state, op *ast.OperationDefinition, vars map[string]any, data []byte) {
+// finish records the actual cost of an operation that ran, as its execution
+// counted it, and refunds what it did not use.
+func (l *Limiter) finish(ctx context.Context, st *state) {
 	if !st.priced || st.dryRun {
 		return
 	}
-	var (
-		actual int64
-		err    error
-	)
-	schema := l.pricing()
-	if plans := st.doc.actualPlans(schema, op); plans != nil {
-		actual, err = schema.ActualJSONShared(plans, vars, data)
-	} else {
-		actual, err = schema.ActualJSON(op, vars, data)
-	}
+	actual, err := st.exec.cost()
 	l.settle(ctx, st, actual, err)
 }
 
