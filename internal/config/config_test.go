@@ -74,7 +74,7 @@ func TestDemoConfig(t *testing.T) {
 	wantGraphQL := GraphQLConfig{
 		Path: "/graphql", Policy: "graphql", Mode: "enforce", MaxCost: 1000, DefaultListSize: 10,
 		MutationCost: 10, Introspection: true, IntrospectionCost: 1, MaxDepth: 15, MaxAliases: 30,
-		MaxFields: 1000, MaxTokens: 15000, MaxBodyBytes: 1048576, MaxSubscriptions: 10, Refund: true, PersistedQueries: true,
+		MaxFields: 1000, MaxTokens: 15000, MaxBodyBytes: 1048576, MaxSubscriptions: 10, SubscriptionEvents: "charge", Refund: true, PersistedQueries: true,
 		UpstreamTimeout: 20 * time.Second, ForwardAPIKey: true, SchemaRefresh: 5 * time.Minute,
 	}
 	if got := c.GraphQL; !reflect.DeepEqual(got, wantGraphQL) {
@@ -500,6 +500,7 @@ var badConfigs = []struct {
 		`bad.yaml:4: graphql.policy: policy "g" is a sliding_window; GraphQL needs a token_bucket (refunds need one)`, ""},
 	{"graphql mode", "graphql:\n  mode: observe\n", `bad.yaml:2: graphql.mode: unknown mode "observe" (enforce or measure)`, ""},
 	{"graphql negative max_depth", "graphql:\n  max_depth: -1\n", "bad.yaml:2: graphql.max_depth: must not be negative, got -1", ""},
+	{"graphql subscription_events", "graphql:\n  subscription_events: never\n", `bad.yaml:2: graphql.subscription_events: unknown value "never" (charge: each event costs what it ran; free: only the opening is charged)`, ""},
 	{"graphql negative max_subscriptions", "graphql:\n  max_subscriptions: -1\n", "bad.yaml:2: graphql.max_subscriptions: must not be negative, got -1", ""},
 	{"server max_conns_per_ip negative", "server: {max_conns_per_ip: -1}\n", "bad.yaml:1: server.max_conns_per_ip: must not be negative", ""},
 	{"memory max_keys negative", "store: {memory: {max_keys: -5}}\n", "bad.yaml:1: store.memory.max_keys: must not be negative, got -5", ""},
@@ -549,6 +550,11 @@ func TestParseConfigAccepts(t *testing.T) {
 		{"sync on a token bucket", "policies:\n  api: {algorithm: token_bucket, limit: 100, period: 1s, key: [ip], sync: 100ms}\n" + noGraphQL, func(t *testing.T, c *Config) {
 			if got := c.Policies["api"].policy("api").Sync; got != 100*time.Millisecond {
 				t.Errorf("Sync = %s, want 100ms", got)
+			}
+		}},
+		{"free subscription events", gqlPolicy + "graphql: {subscription_events: free}\n", func(t *testing.T, c *Config) {
+			if !c.GraphQLLimits().FreeSubscriptionEvents {
+				t.Errorf("subscription_events: free does not reach gqllimit: %+v", c.GraphQLLimits())
 			}
 		}},
 		// 0 means the library's default, as an absent limit does; the log says so.

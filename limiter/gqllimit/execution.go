@@ -41,6 +41,9 @@ func (l *Limiter) watch(st *state, rc *graphql.OperationContext) {
 	schema := l.pricing()
 	x := &execution{subscription: rc.Operation.Operation == ast.Subscription}
 	st.exec = x
+	if x.subscription {
+		st.events.last = l.cfg.Clock() // its opening charge
+	}
 	x.plan, x.err = st.doc.execPlan(schema, rc.Operation)
 	if x.err != nil {
 		l.cfg.Logger.Warn("costgate: the operation runs without its actual cost counted; nothing of its charge is refunded", "err", x.err)

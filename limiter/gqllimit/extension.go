@@ -14,9 +14,9 @@ import (
 
 // Extension returns the gqlgen handler extension: after validation and
 // before execution it prices the operation, rejects it over the limits
-// without charging, and charges the caller's bucket; after execution it
-// prices what was returned, refunds the difference, and adds
-// extensions.cost. The handler must be wrapped in l.Middleware, which turns
+// without charging, and charges the caller's bucket; during execution it
+// counts what the resolvers returned (execution.go), then refunds the
+// difference and adds extensions.cost. The handler must be wrapped in l.Middleware, which turns
 // its decisions into HTTP statuses and headers (an extension cannot).
 func (l *Limiter) Extension() graphql.HandlerExtension { return extension{l} }
 
@@ -105,7 +105,8 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 
 // InterceptOperation frees a subscription's slot when it ends: when its
 // stream does, or when its context is done (stopped by the client, its
-// connection closed) if the transport stops reading first.
+// connection closed) if the transport stops reading first. A subscription
+// whose bucket could not pay for its last event ends after the error.
 func (e extension) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 	responses := next(ctx)
 	st := stateFrom(ctx)
@@ -114,9 +115,13 @@ func (e extension) InterceptOperation(ctx context.Context, next graphql.Operatio
 	}
 	stop := context.AfterFunc(ctx, func() { e.l.operationDone(st) })
 	return func(ctx context.Context) *graphql.Response {
-		resp := responses(ctx)
+		var resp *graphql.Response
+		if !st.events.ended {
+			resp = responses(ctx)
+		}
 		if resp == nil {
 			stop()
+			e.l.endEvents(ctx, st)
 			e.l.ended(st) // before the transport says complete
 		}
 		return resp
@@ -126,6 +131,9 @@ func (e extension) InterceptOperation(ctx context.Context, next graphql.Operatio
 func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 	st := stateFrom(ctx)
 	event := st != nil && st.exec != nil && st.exec.subscription
+	if event && st.exec.count != nil {
+		st.exec.count.BeginEvent()
+	}
 	resp := next(ctx)
 	if resp == nil || st == nil || st.op == nil {
 		return resp
@@ -135,8 +143,9 @@ func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseH
 		resp.Errors, resp.Data = nil, json.RawMessage("null")
 	case st.stats.DryRun: // rateLimit(dryRun: true) alone ran
 	case st.admitted && event:
-		// A subscription was charged its price when it started: its events
-		// are not charged, and nothing is refunded.
+		// A subscription was charged its price when it started; each event
+		// is charged what it cost.
+		resp = e.l.chargeEvent(ctx, st, resp)
 	case st.admitted:
 		if resp.HasNext == nil || !*resp.HasNext { // @defer: the last response settles
 			e.l.finish(ctx, st)

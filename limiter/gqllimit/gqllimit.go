@@ -115,6 +115,12 @@ type Limits struct {
 	// NoRefund keeps what was charged even when the operation returned less
 	// than it asked for (by default requested − actual is refunded).
 	NoRefund bool
+	// FreeSubscriptionEvents sends a subscription's events without charging
+	// them: a subscription then costs its price when it opens, however many
+	// events it sends and whatever they cost (by default each event's actual
+	// cost is taken from the bucket as it is sent, and a subscription whose
+	// bucket cannot pay ends with THROTTLED).
+	FreeSubscriptionEvents bool
 	// NoIntrospection refuses operations that select __schema or __type,
 	// after pricing and before any charge: INTROSPECTION_DISABLED (400),
 	// embedded and in proxy mode. (Embedded, gqlgen answers introspection
@@ -274,6 +280,7 @@ type state struct {
 	register   string           // the persisted-query hash to register the query under once it was charged
 	slot       *slot            // an open subscription's place among its key's
 	exec       *execution       // counts the operation as gqlgen runs it, once admitted (embedded)
+	events     events           // a subscription's events, charged as they are sent
 	conn       *connection      // the websocket connection that started the operation; nil over HTTP
 	reported   sync.Once        // an operation of a websocket connection is reported once
 }
