@@ -268,6 +268,7 @@ type state struct {
 	debug      bool
 	priced     bool
 	admitted   bool   // admitted to run: an error after this is not a rejection
+	settled    bool   // its actual cost was recorded and the refund made
 	rejected   bool   // the rejection was recorded
 	code       string // and its code
 	wouldBe    string // measure mode: the first rejection enforcement would have answered
