@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/formatter"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
@@ -156,14 +155,18 @@ type request struct {
 
 // prepared is what the proxy works out from a document alone: kept with the
 // document in gqllimit's cache, so that an operation sent again is not
-// parsed, validated or formatted again.
+// parsed, validated or prepared again.
 type prepared struct {
-	errs gqlerror.List // validation against the upstream's schema
-	// doc is validated, with __typename asked for on abstract selections
-	// (free: pricing it is the same as without); it is priced and forwarded.
+	errs    gqlerror.List // validation against the upstream's schema
+	refusal string        // an alias the proxy refuses (see typename.go)
+	// doc is the parse of query, validated: the client's document with
+	// __typename asked for on abstract selections (free: pricing it is the
+	// same as without); it is priced, and query is forwarded.
 	doc   *ast.QueryDocument
-	query string // doc as forwarded
-	added bool   // __typename was added somewhere
+	query string
+	// inserted says where query differs from the client's text, to move
+	// the upstream's error locations back into the client's document.
+	inserted []insertion
 	// plans are what counting the actual cost of each operation of doc
 	// works out of it, kept for the requests that send doc again.
 	plans sync.Map // *ast.OperationDefinition → *complexity.ActualPlans
@@ -200,10 +203,23 @@ func (p *proxy) prepare(pr gqlexec.Request) *prepared {
 			}
 			return &prepared{errs: errs}
 		}
-		added := addTypenames(doc, p.schema)
-		var query bytes.Buffer
-		formatter.NewFormatter(&query, formatter.WithComments()).FormatQueryDocument(doc)
-		return &prepared{doc: doc, query: query.String(), added: added}
+		if why := aliasError(doc, p.schema); why != "" {
+			return &prepared{refusal: why}
+		}
+		query, inserted := withTypenames(pr.Query(), doc, p.schema)
+		if inserted == nil {
+			return &prepared{doc: doc, query: query}
+		}
+		// What is priced is the parse of what is forwarded.
+		fwd, err := parser.ParseQuery(&ast.Source{Input: query})
+		var errs gqlerror.List
+		if err == nil {
+			errs = validator.ValidateWithRules(p.schema, fwd, nil)
+		}
+		if err != nil || len(errs) > 0 {
+			return &prepared{refusal: "costgate could not ask for the types of the abstract items"} // unreachable: the insertions are valid
+		}
+		return &prepared{doc: fwd, query: query, inserted: inserted}
 	}).(*prepared)
 }
 
@@ -219,6 +235,10 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	prep := p.prepare(pr)
 	if len(prep.errs) > 0 {
 		pr.RefuseAll(ctx, w, http.StatusBadRequest, gqllimit.CodeValidationFailed, prep.errs)
+		return
+	}
+	if prep.refusal != "" {
+		pr.Refuse(ctx, w, http.StatusBadRequest, gqllimit.CodeBadRequest, prep.refusal)
 		return
 	}
 	op := prep.doc.Operations.ForName(pr.OperationName())
@@ -266,8 +286,8 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, pr gqlexec.Request
 	sc := newScanner(res.Body, p.cfg.MaxResponseBytes)
 	defer func() { out.release(); ext.release(); sc.release() }()
 	sc.watch = []*replyWriter{out, ext}
-	if prep.added {
-		sc.strip = typenameAlias
+	if len(prep.inserted) > 0 {
+		sc.strip, sc.inserted = typenameAlias, prep.inserted
 	}
 	if _, err := sc.envelope(out, count, ext); err != nil {
 		if !out.committed {
@@ -383,40 +403,4 @@ func forwardedExtensions(ext json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return out
-}
-
-// addTypenames asks for __typename (under typenameAlias) in every selection
-// set of an abstract type, in the operations and fragments of doc, which
-// must be validated. It reports whether it added any.
-func addTypenames(doc *ast.QueryDocument, schema *ast.Schema) bool {
-	added := false
-	var walk func(set ast.SelectionSet, typ string) ast.SelectionSet
-	walk = func(set ast.SelectionSet, typ string) ast.SelectionSet {
-		for _, sel := range set {
-			switch s := sel.(type) {
-			case *ast.Field:
-				if s.Definition != nil && len(s.SelectionSet) > 0 {
-					s.SelectionSet = walk(s.SelectionSet, s.Definition.Type.Name())
-				}
-			case *ast.InlineFragment:
-				inner := typ
-				if s.TypeCondition != "" {
-					inner = s.TypeCondition
-				}
-				s.SelectionSet = walk(s.SelectionSet, inner)
-			}
-		}
-		if def := schema.Types[typ]; def != nil && def.IsAbstractType() {
-			added = true
-			set = append(set, &ast.Field{Alias: typenameAlias, Name: "__typename"})
-		}
-		return set
-	}
-	for _, op := range doc.Operations {
-		op.SelectionSet = walk(op.SelectionSet, "")
-	}
-	for _, f := range doc.Fragments {
-		f.SelectionSet = walk(f.SelectionSet, f.TypeCondition)
-	}
-	return added
 }
