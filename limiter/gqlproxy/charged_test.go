@@ -1,17 +1,32 @@
 package gqlproxy_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unicode/utf8"
 
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+
+	"github.com/costgate/costgate/graph"
+	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
 )
+
+// bigBucket holds 5000 and refills nothing in a test's time.
+func bigBucket(c *gqllimit.Config) {
+	c.Policy = &limiter.Policy{Name: "graphql", Algorithm: limiter.TokenBucket, Limit: 1, Period: 24 * time.Hour, Burst: 5000,
+		Key: []string{"tenant", "api_key"}, OnStoreError: limiter.FailAllow}
+}
 
 // A client alias that could pass for the type of an abstract item, or for
 // costgate's own typename, is refused before anything is forwarded or
@@ -47,6 +62,101 @@ func TestProxyRefusesTypenameAliases(t *testing.T) {
 		if r := e.post(t, q, nil, nil); r.Status != http.StatusOK || len(r.Res.Errors) > 0 {
 			t.Errorf("%s: %d %s", q, r.Status, r.Body)
 		}
+	}
+}
+
+// A mutation forwarded keeps its whole charge: its fields ran, whatever the
+// reply says. 29 createReview fields and one that fails a non-null check: the
+// upstream writes the 29 reviews and answers data: null; the 300 charged stay
+// charged. Before, the reply priced it at 0 and all but 1 was refunded.
+func TestProxyMutationChargedInFull(t *testing.T) {
+	up := startUpstream(t)
+	e := newProxyEnv(t, up.URL)
+	count := func() int {
+		t.Helper()
+		r := e.post(t, `{ product(id: "p1") { reviews(first: 100) { id } } }`, nil, nil)
+		var data struct {
+			Product struct{ Reviews []struct{ ID string } }
+		}
+		if err := json.Unmarshal(r.Res.Data, &data); err != nil {
+			t.Fatalf("%s: %v", r.Body, err)
+		}
+		return len(data.Product.Reviews)
+	}
+	written := count()
+	before := e.available(t)
+	var q strings.Builder
+	q.WriteString("mutation {")
+	for i := range 29 {
+		fmt.Fprintf(&q, ` r%d: createReview(input: {productId: "p1", rating: 5, body: "fine"}) { id }`, i)
+	}
+	q.WriteString(` bad: createReview(input: {productId: "p1", rating: 0, body: "no"}) { id } }`)
+	r := e.post(t, q.String(), nil, nil)
+	if r.Status != http.StatusOK || string(r.Res.Data) != "null" || len(r.Res.Errors) == 0 {
+		t.Fatalf("%d %s, want data null and the failing field's error", r.Status, r.Body)
+	}
+	if c := r.Cost(t); c.RequestedQueryCost != 300 || c.ActualQueryCost == nil || *c.ActualQueryCost != 300 {
+		t.Errorf("cost %+v, want 300 requested and actual", c)
+	}
+	if got := before - e.available(t); got != 300 {
+		t.Errorf("charged %d after the refund, want 300", got)
+	}
+	if got := count() - written; got != 29 {
+		t.Errorf("%d reviews written, want 29", got)
+	}
+}
+
+// A client that goes away once its operation was forwarded keeps its whole
+// charge: the upstream runs the operation anyway. Five 601-cost operations,
+// each abandoned while the upstream holds it, cost 5 × 601; the upstream
+// then finishes all five. Before, each was refunded all but 1.
+func TestProxyClientThatLeavesKeepsItsCharge(t *testing.T) {
+	shop := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Shop: graph.NewShop()}}))
+	shop.AddTransport(transport.POST{})
+	got, release := make(chan struct{}), make(chan struct{})
+	var finished atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- struct{}{}
+		<-release
+		// The upstream finishes what it started, whoever is still listening.
+		req := httptest.NewRequestWithContext(context.WithoutCancel(r.Context()), http.MethodPost, "/", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		shop.ServeHTTP(rec, req)
+		if rec.Code == http.StatusOK && !strings.Contains(rec.Body.String(), `"errors"`) {
+			finished.Add(1)
+		}
+		w.Write(rec.Body.Bytes())
+	}))
+	t.Cleanup(slow.Close)
+	e := newProxyEnv(t, slow.URL, bigBucket)
+	before := e.available(t)
+	const query = `{ products(first: 100) { nodes { variants(first: 5) { id } } } }` // 1 + 100 × (1 + 5)
+	body, _ := json.Marshal(map[string]any{"query": query})
+	done := make(chan struct{}, 5)
+	for range 5 {
+		ctx, leave := context.WithCancel(context.Background())
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/graphql", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		go func() {
+			e.Client.Handler.ServeHTTP(httptest.NewRecorder(), req)
+			done <- struct{}{}
+		}()
+		<-got // forwarded: the upstream holds it
+		leave()
+		<-done
+	}
+	close(release)
+	deadline := time.Now().Add(10 * time.Second) // bounds a failing test only
+	for finished.Load() < 5 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := finished.Load(); n != 5 {
+		t.Fatalf("the upstream finished %d of the 5", n)
+	}
+	if got := before - e.available(t); got != 5*601 {
+		t.Errorf("charged %d for five abandoned operations, want 5 × 601", got)
 	}
 }
 

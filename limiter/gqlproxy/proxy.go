@@ -262,7 +262,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // relay forwards an admitted operation and streams the upstream's reply to
-// the client, counting its actual cost.
+// the client, counting its actual cost. What is refunded trusts nothing the
+// client controls: a mutation forwarded keeps its whole charge (its fields
+// ran, whatever the reply says), and so does an operation whose client went
+// away once it was forwarded (the upstream runs it anyway); only the
+// upstream's failure refunds, all but 1.
 func (p *proxy) relay(w http.ResponseWriter, r *http.Request, pr gqlexec.Request, prep *prepared, op *ast.OperationDefinition, vars map[string]any, body request) {
 	ctx := r.Context()
 	upstream, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
@@ -275,6 +279,7 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, pr gqlexec.Request
 	defer res.Body.Close()
 	count, err := pr.ActualCounter(prep.actualPlans(op), vars)
 	if err != nil {
+		pr.FinishCharged(ctx) // forwarded: the upstream runs it
 		p.failed(ctx, upstream, w, pr, err)
 		return
 	}
@@ -290,6 +295,9 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, pr gqlexec.Request
 		sc.strip, sc.inserted = typenameAlias, prep.inserted
 	}
 	if _, err := sc.envelope(out, count, ext); err != nil {
+		if out.err != nil || ctx.Err() != nil {
+			pr.FinishCharged(ctx) // the client went away: the upstream ran it all the same
+		}
 		if !out.committed {
 			p.failed(ctx, upstream, w, pr, fmt.Errorf("status %d: %w", res.StatusCode, err))
 			return
@@ -302,8 +310,12 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, pr gqlexec.Request
 		}
 		panic(http.ErrAbortHandler)
 	}
-	actual, err := count.Cost()
-	pr.FinishCost(ctx, actual, err)
+	if op.Operation == ast.Mutation {
+		pr.FinishCharged(ctx) // every root mutation field forwarded ran, whatever the reply holds
+	} else {
+		actual, err := count.Cost()
+		pr.FinishCost(ctx, actual, err)
+	}
 	closeAnswer(out, ext, pr.Cost())
 	if err := out.close(); err != nil {
 		p.cfg.Logger.Debug("costgate: writing the answer", "err", err)
@@ -353,12 +365,14 @@ func (p *proxy) check(res *http.Response) error {
 
 // failed answers an operation whose upstream failed before the client got a
 // byte: 504 when it did not answer in time, else 502, the detail logged.
-// All but 1 of the charge is refunded.
+// All but 1 of the charge is refunded, unless the client went away (then it
+// keeps its charge: the upstream got the operation, or would have).
 func (p *proxy) failed(ctx, upstream context.Context, w http.ResponseWriter, pr gqlexec.Request, err error) {
-	pr.FinishFailed(ctx)
 	if ctx.Err() != nil {
+		pr.FinishCharged(ctx)
 		return // the client has gone: nobody to answer
 	}
+	pr.FinishFailed(ctx)
 	err = p.explain(upstream, err)
 	// The upstream's address and error text are for the operator, not the client.
 	p.cfg.Logger.Warn("costgate: upstream failed", "upstream", p.cfg.Upstream, "err", err)
