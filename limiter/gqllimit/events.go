@@ -19,9 +19,11 @@ import (
 // charges are batched, at most one store call per subscription per second (the
 // subscription's opening charge counts as one): an event sent less than a second after
 // the last call adds its cost to what the subscription owes, and the next call takes
-// it all. When the bucket cannot pay, the event is not sent: the subscription ends with
-// a THROTTLED error (then complete). What a subscription owes when it ends is charged
-// then. Limits.FreeSubscriptionEvents turns this off.
+// it all. When the bucket cannot pay, what it holds is taken (one more call) and the
+// event is not sent:
+// the subscription ends with a THROTTLED error (then complete). What goes unpaid is at
+// most a second of one subscription's events. What a subscription owes when it ends is
+// charged then. Limits.FreeSubscriptionEvents turns this off.
 
 // eventChargeInterval is the least time between two charges of one subscription.
 const eventChargeInterval = time.Second
@@ -94,6 +96,11 @@ func (l *Limiter) payEvents(ctx context.Context, st *state, now time.Time) *Erro
 			Message:    "the rate limiter cannot reach its store, and GraphQL fails closed; retry shortly",
 			Extensions: map[string]any{"retryAfterSec": header.UnavailableRetryAfter}}
 	case !d.Allowed:
+		if d.Remaining > 0 {
+			// The events were sent: what the bucket holds goes toward them.
+			l.cfg.Limiter.Allow(ctx, p, key, d.Remaining)
+			st.stats.Remaining = 0
+		}
 		return &Error{Status: http.StatusTooManyRequests, Code: CodeThrottled, Message: "Throttled",
 			Extensions: map[string]any{"retryAfterSec": header.RetryAfterSeconds(d)}}
 	}
