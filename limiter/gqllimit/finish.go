@@ -57,7 +57,9 @@ func (l *Limiter) settle(ctx context.Context, st *state, actual int64, err error
 		return
 	}
 	p, key := l.bucket(st)
-	d, err := l.cfg.Limiter.Refund(ctx, p, key, refund)
+	// The work is done: what it did not use goes back whether or not the
+	// client is still there (a Redis call would fail on its cancelled context).
+	d, err := l.cfg.Limiter.Refund(context.WithoutCancel(ctx), p, key, refund)
 	if err != nil {
 		l.cfg.Logger.Warn("costgate: refund", "policy", p.Name, "err", err)
 		return
