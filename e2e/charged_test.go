@@ -448,7 +448,9 @@ func TestBinarySubscriptionEventsCharged(t *testing.T) {
 			if a.code() == "THROTTLED" {
 				break
 			}
-			events++
+			if events++; events > 50 { // 5 s of events cost 2550, the bucket holds 300
+				t.Fatalf("%d events and no THROTTLED", events)
+			}
 		}
 		if m := c.read(); m.Type != "complete" {
 			t.Errorf("got %s after THROTTLED, want complete", m.Type)
