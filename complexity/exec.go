@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -25,11 +26,13 @@ type ExecPlan struct {
 	s    *Schema
 	op   *ast.OperationDefinition
 	root *typeInfo
-	// The field entries, found by the field's offset in the document (one array load;
-	// documents that are not too long) or else by the field.
-	byStart []uint16
-	byField map[*ast.Field]int32
-	fields  []ExecField
+	// The field entries, found by the field's address in a small open-addressing table
+	// (the executor looks every field up; most are not there, and a miss must not
+	// read the field itself).
+	keys   []uintptr
+	vals   []int32
+	shift  uint
+	fields []ExecField
 }
 
 // ExecField is one field of an [ExecPlan] that can cost something: an object, interface
@@ -42,6 +45,7 @@ type ExecField struct {
 	// key (directly, or through a parent that is): its occurrences are then counted
 	// from its path, as the formula prices each occurrence.
 	multiple bool
+	mutation bool         // a root mutation field
 	parents  []execParent // by the object type the field is selected on
 }
 
@@ -112,18 +116,21 @@ func (s *Schema) NewExecPlan(op *ast.OperationDefinition) (*ExecPlan, error) {
 // Field returns the entry of f, a field of the plan's operation as the executor runs it;
 // nil when f costs nothing whatever it returns.
 func (p *ExecPlan) Field(f *ast.Field) *ExecField {
-	if p.byStart != nil && f.Position != nil {
-		if i := f.Position.Start; uint(i) < uint(len(p.byStart)) {
-			if j := p.byStart[i]; j != 0 && p.fields[j-1].field == f {
-				return &p.fields[j-1]
-			}
+	key := uintptr(unsafe.Pointer(f))
+	for i := fieldSlot(key, p.shift); ; i = (i + 1) & (uintptr(len(p.keys)) - 1) {
+		switch p.keys[i] {
+		case key:
+			return &p.fields[p.vals[i]]
+		case 0:
+			return nil
 		}
-		return nil
 	}
-	if j, ok := p.byField[f]; ok {
-		return &p.fields[j]
-	}
-	return nil
+}
+
+// fieldSlot is where key's probe starts in a table of 2^(64−shift) slots (Fibonacci hashing:
+// addresses differ in their middle bits, which the multiplication spreads to the top).
+func fieldSlot(key uintptr, shift uint) uintptr {
+	return uintptr(uint64(key)*0x9E3779B97F4A7C15>>shift) & (1<<(64-shift) - 1)
 }
 
 // NeedsPath reports whether [ExecCount.Add] needs the field's path.
@@ -132,9 +139,7 @@ func (f *ExecField) NeedsPath() bool { return f.multiple }
 // Mutation reports a root mutation field: it costs its whole requested cost once its
 // resolver is called, whatever it returns, so the executor adds it when it calls the
 // resolver (with no value), not when the resolver returns.
-func (f *ExecField) Mutation() bool {
-	return len(f.parents) == 1 && f.parents[0].kind == execMutation
-}
+func (f *ExecField) Mutation() bool { return f.mutation }
 
 func (f *ExecField) parent(name string) *execParent {
 	for i := range f.parents {
@@ -258,7 +263,6 @@ func (b *execPlanBuilder) parentInfo(fi *fieldInfo, o *typeInfo, root bool) exec
 func (b *execPlanBuilder) finish() {
 	p := b.p
 	kept := p.fields[:0]
-	maxStart := -1
 	for _, e := range p.fields {
 		free := true
 		for _, pr := range e.parents {
@@ -267,26 +271,23 @@ func (b *execPlanBuilder) finish() {
 		if free {
 			continue
 		}
+		e.mutation = len(e.parents) == 1 && e.parents[0].kind == execMutation
 		kept = append(kept, e)
-		if e.field.Position == nil {
-			maxStart = 1 << 30 // no offset to index it by
-		} else {
-			maxStart = max(maxStart, e.field.Position.Start)
-		}
 	}
 	p.fields = kept
-	// One array load per field the executor runs, for documents up to 64 Ki runes
-	// (128 KiB of index at most); a map beyond.
-	if maxStart < 1<<16 && len(kept) < 1<<16-1 {
-		p.byStart = make([]uint16, maxStart+1)
-		for j, e := range kept {
-			p.byStart[e.field.Position.Start] = uint16(j + 1)
-		}
-		return
+	// At most a quarter full, so that a miss mostly ends at its first slot.
+	bits := uint(3)
+	for 1<<bits < 4*len(kept) {
+		bits++
 	}
-	p.byField = make(map[*ast.Field]int32, len(kept))
+	p.keys, p.vals, p.shift = make([]uintptr, 1<<bits), make([]int32, 1<<bits), 64-bits
 	for j, e := range kept {
-		p.byField[e.field] = int32(j)
+		key := uintptr(unsafe.Pointer(e.field))
+		i := fieldSlot(key, p.shift)
+		for p.keys[i] != 0 {
+			i = (i + 1) & (1<<bits - 1)
+		}
+		p.keys[i], p.vals[i] = key, int32(j)
 	}
 }
 
@@ -407,8 +408,9 @@ type ExecCount struct {
 	plan *ExecPlan
 	in   inputs
 
-	total atomic.Int64
-	base  atomic.Int64 // a subscription's root field, counted in each event
+	total     atomic.Int64
+	saturated atomic.Bool  // total passed MaxCost: it stays there
+	base      atomic.Int64 // a subscription's root field, counted in each event
 
 	mu      sync.Mutex
 	roots   map[string]int64 // mutation: the requested cost by root response key
@@ -473,7 +475,10 @@ func (c *ExecCount) Add(f *ExecField, parent string, value any, path []PathStep)
 }
 
 // BeginEvent starts counting the next event of a subscription.
-func (c *ExecCount) BeginEvent() { c.total.Store(0) }
+func (c *ExecCount) BeginEvent() {
+	c.total.Store(0)
+	c.saturated.Store(false)
+}
 
 // Cost returns the actual cost counted so far, or the error that kept it from being
 // counted (then the caller should refund nothing).
@@ -481,18 +486,21 @@ func (c *ExecCount) Cost() (int64, error) {
 	c.mu.Lock()
 	err := c.err
 	c.mu.Unlock()
+	if c.saturated.Load() {
+		return MaxCost, err
+	}
 	return add(c.base.Load(), c.total.Load()), err
 }
 
+// add adds n (at most MaxCost) to the total: one atomic addition, the goroutines of
+// an execution contend for nothing else. The sum cannot wrap: adding stops once it
+// passed MaxCost, far below the int64 range.
 func (c *ExecCount) add(n int64) {
-	if n == 0 {
+	if n == 0 || c.saturated.Load() {
 		return
 	}
-	for {
-		old := c.total.Load()
-		if c.total.CompareAndSwap(old, add(old, n)) {
-			return
-		}
+	if c.total.Add(n) >= MaxCost {
+		c.saturated.Store(true)
 	}
 }
 
