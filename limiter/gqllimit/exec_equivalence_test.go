@@ -331,7 +331,7 @@ func TestExecutionCostOfTheShop(t *testing.T) {
 		vars  map[string]any
 	}{
 		{query: `{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }`}, // the worked example, 45
-		{query: benchShopQuery, vars: map[string]any{"first": 10}},
+		{query: query30, vars: map[string]any{"first": 10}},
 		{query: `query($v: Boolean!) { products(first: 4) { nodes { id variants(first: 3) @include(if: $v) { id } } } }`, vars: map[string]any{"v": true}},
 		{query: `{ products(first: 3) { edges { node { ...P } } nodes { ...P ...P } } } fragment P on Product { reviews(first: 2) { author { id } } }`},
 		{query: `{ a: product(id: "p3") { variants { id } } a: product(id: "p3") { reviews { id } } product(id: "nope") { id } }`},
@@ -356,17 +356,3 @@ func TestExecutionCostOfTheShop(t *testing.T) {
 		t.Errorf("the reply %s prices %d: the test no longer shows the lie it counts past", reply, replied)
 	}
 }
-
-// benchShopQuery is the 30-field query of the benchmarks.
-const benchShopQuery = `query Shop($first: Int) {
-  products(first: $first) {
-    totalCount
-    pageInfo { hasNextPage endCursor }
-    nodes {
-      id title priceCents description inventory
-      variants(first: 3) { id sku color size priceCents }
-      reviews(first: 2) { id rating body author { id name } }
-    }
-    edges { cursor node { id title priceCents } }
-  }
-}`
