@@ -462,3 +462,47 @@ func (a *analyzer) prependPath(f *ast.Field) {
 		e.Path = responseKey(f) + "." + e.Path
 	}
 }
+
+// rootCosts is the requested cost of each root field of op by response key, the
+// occurrences under one key added up, as Analyze prices them.
+func (s *Schema) rootCosts(op *ast.OperationDefinition, variables map[string]any) (map[string]int64, error) {
+	root := s.rootType(op.Operation)
+	if root == nil {
+		return nil, fmt.Errorf("complexity: the schema has no %s type", op.Operation)
+	}
+	a := analyzer{inputs: inputs{s: s, op: op, vars: variables}}
+	out := map[string]int64{}
+	a.rootSet(op.SelectionSet, root, out)
+	if a.err != nil {
+		return nil, a.err
+	}
+	return out, nil
+}
+
+func (a *analyzer) rootSet(set ast.SelectionSet, root *typeInfo, out map[string]int64) {
+	for _, sel := range set {
+		if a.err != nil {
+			return
+		}
+		switch sel := sel.(type) {
+		case *ast.Field:
+			if a.included(sel.Directives) {
+				cost, _ := a.field(sel, root, sizing{}, true)
+				out[responseKey(sel)] = add(out[responseKey(sel)], cost)
+			}
+		case *ast.InlineFragment:
+			if a.included(sel.Directives) && root.satisfies(sel.TypeCondition) {
+				a.rootSet(sel.SelectionSet, root, out)
+			}
+		case *ast.FragmentSpread:
+			def := a.frags.lookup(sel)
+			if def == nil {
+				a.fail(fmt.Errorf("complexity: unknown fragment %q", sel.Name))
+				return
+			}
+			if a.included(sel.Directives) && root.satisfies(def.TypeCondition) {
+				a.rootSet(def.SelectionSet, root, out)
+			}
+		}
+	}
+}

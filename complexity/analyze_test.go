@@ -9,7 +9,7 @@ import (
 )
 
 // requestedCase is one row of the requested-cost table. The comment beside each want
-// works the formula of the README's "GraphQL cost" by hand against testdata/schema.graphql:
+// works the formula of the README's "GraphQL cost" by hand against the cost tests' schema (internal/pricecases):
 //
 //	cost(f) = argCost(f) + n(f) × (w(f) + Σ cost(children))
 type requestedCase struct {

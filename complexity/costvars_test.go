@@ -12,7 +12,7 @@ import (
 	"github.com/costgate/costgate/complexity"
 )
 
-// costVariableCases: queries against testdata/schema.graphql with variables in places
+// costVariableCases: queries against the cost tests' schema with variables in places
 // that price and in places that do not.
 var costVariableCases = []struct {
 	name  string

@@ -85,6 +85,12 @@
 // returned and abstract items priced by their __typename. Fragments are priced once per
 // response object, so a fragment bomb's response is priced in linear time too.
 //
+// A response can say less than what ran: a failing non-null field nulls its parent, and
+// a client's alias named __typename can name another type. An executor counts the
+// actual cost as it runs instead: [Schema.NewExecPlan] once per operation, then an
+// [ExecCount] per execution, told what each field's resolver returned
+// ([ExecCount.Add]). A root mutation field then costs its whole price once called.
+//
 // # Finding the directives
 //
 // The directives are found by name, @cost and @listSize, unless the schema links the

@@ -2,7 +2,6 @@ package complexity_test
 
 import (
 	"errors"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/vektah/gqlparser/v2/validator"
 
 	"github.com/costgate/costgate/complexity"
+	"github.com/costgate/costgate/internal/pricecases"
 )
 
 var (
@@ -21,19 +21,14 @@ var (
 	testASTErr  error
 )
 
-// loadAST parses testdata/schema.graphql once.
+// loadAST parses the cost tests' schema (pricecases.SDL) once.
 func loadAST(tb testing.TB) *ast.Schema {
 	tb.Helper()
 	testASTOnce.Do(func() {
-		src, err := os.ReadFile("testdata/schema.graphql")
-		if err != nil {
-			testASTErr = err
-			return
-		}
-		testAST, testASTErr = gqlparser.LoadSchema(&ast.Source{Name: "schema.graphql", Input: string(src)})
+		testAST, testASTErr = gqlparser.LoadSchema(&ast.Source{Name: "schema.graphql", Input: pricecases.SDL})
 	})
 	if testASTErr != nil {
-		tb.Fatalf("load testdata/schema.graphql: %v", testASTErr)
+		tb.Fatalf("load the cost tests' schema: %v", testASTErr)
 	}
 	return testAST
 }

@@ -4,73 +4,34 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/costgate/costgate/internal/pricecases"
 )
 
-// scanOperations are operations of testdata/schema.graphql whose responses
-// the scan prices, then (the last scanLongWay) some it hands to the long
-// reading: two fields under one key, @skip on a variable.
-var scanOperations = []string{
-	`{ products(first: 3) { totalCount nodes { id title price variants(first: 2) { id sku } reviewConnection(first: 2) { totalCount nodes { id body author { id name } } } } edges { cursor node { id } } } }`,
-	`{ grid { x } pricedGrid(rows: 3) { x } tags money currency expensive }`,
-	`{ a: product(id: "1") { id } b: product(id: "2") { ...P ...P } } fragment P on Product { title variants(first: 3) { id } related(first: 2) { ...P2 } } fragment P2 on Product { id price }`,
-	`query($f: ProductFilter, $n: Int) { filtered(filter: $f, first: $n) { id price } bulk(filters: [{minPrice: 1}, {category: {name: "x"}}]) { id } shelf(first: $n) { rows { products { id } } top { products { title } } } }`,
-	`{ shop { id name } cheapShop { id } reviews(first: 3) { id author { name } } categories { id } __typename __type(name: "Product") { name } }`,
-	`{ ... on Query { product(id: "1") { id variants(first: 1) { id } } } ...Q } fragment Q on Query { shop { name } }`,
-	`mutation { deleteProduct(id: "1") touch createProduct(input: {title: "t", price: 2}) { id variants(first: 2) { id } } }`,
-	`{ search(term: "x", limit: 3) { __typename ... on Product { id variants(first: 2) { id } } ... on Shop { name } } node(id: "1") { id } named { name } featured { __typename } }`,
-	`{ search(term: "x", limit: 2) { t: __typename ... on Review { author { name } } ... on Product { related(first: 2) { id } } } nodes(ids: ["1"]) { id ... on User { name } ... on Product { variants(first: 2) { id } } } }`,
-	fragmentFanOut(30), // each variant selected 2^30 times
-	pathFanOut(4),
-	`{ product(id: "1") { variants(first: 2) { id } } ... on Query { product(id: "1") { related(first: 2) { id } } } }`,
-	`query($v: Boolean!) { product(id: "1") { id variants(first: 2) @skip(if: $v) { id } } }`,
-}
+// scanOperations are operations of the cost tests' schema whose responses
+// the scan prices, then (the last pricecases.LongWay) some it hands to the
+// long reading.
+var scanOperations = pricecases.Operations
 
-const scanLongWay = 2
-
-// fragmentFanOut is the classic fragment bomb: F_i spreads F_{i+1} twice, so the
-// document is linear in depth and expands to 2^depth copies of the leaf, a list field.
-func fragmentFanOut(depth int) string {
-	var b strings.Builder
-	b.WriteString("query { products(first: 1000000) { nodes { ...F0 } } }\n")
-	for i := range depth {
-		fmt.Fprintf(&b, "fragment F%d on Product { ...F%d ...F%d }\n", i, i+1, i+1)
-	}
-	fmt.Fprintf(&b, "fragment F%d on Product { variants(first: 100) { id } }\n", depth)
-	return b.String()
-}
-
-// pathFanOut doubles the number of distinct response paths at each level.
-func pathFanOut(depth int) string {
-	var b strings.Builder
-	b.WriteString("query { product(id: \"1\") { ...F0 } }\n")
-	for i := range depth {
-		fmt.Fprintf(&b, "fragment F%d on Product { a: related(first: 1) { ...F%d } b: related(first: 1) { ...F%d } }\n", i, i+1, i+1)
-	}
-	fmt.Fprintf(&b, "fragment F%d on Product { id }\n", depth)
-	return b.String()
-}
+func fragmentFanOut(depth int) string { return pricecases.FanOut(depth) }
+func pathFanOut(depth int) string     { return pricecases.PathFanOut(depth) }
 
 // TestScanAgreesWithLongReading prices random responses, well and badly
 // formed, with ActualJSONShared (the scan, or the long reading when the scan
 // gives up) and with ActualJSON (the long reading alone): the cost and the
 // error class are the same, and the scan priced most of the well-formed ones.
 func TestScanAgreesWithLongReading(t *testing.T) {
-	src, err := os.ReadFile("testdata/schema.graphql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := LoadSDL("schema.graphql", string(src))
+	s, err := LoadSDL("schema.graphql", pricecases.SDL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	vars := map[string]any{"f": map[string]any{"minPrice": 3, "category": map[string]any{"name": "a"}}, "n": int64(4), "v": true}
+	vars := pricecases.OperationVars()
 	for qi, query := range scanOperations {
 		doc, errs := gqlparser.LoadQueryWithRules(s.AST(), query, nil)
 		if errs != nil {
@@ -101,7 +62,7 @@ func TestScanAgreesWithLongReading(t *testing.T) {
 		}
 		// The scan prices them all but the last, at least when no key comes
 		// twice or escaped.
-		if qi < len(scanOperations)-scanLongWay && scanned < clean {
+		if qi < len(scanOperations)-pricecases.LongWay && scanned < clean {
 			t.Errorf("%s: the scan priced %d responses, want at least the %d clean ones", query, scanned, clean)
 		}
 	}
@@ -278,11 +239,7 @@ func (g *responseGen) scalar() {
 // Responses at the edges: deep nesting (past the scan's bound and past the
 // long reading's), escapes, null items, and bytes that are not JSON.
 func TestScanEdgeResponses(t *testing.T) {
-	src, err := os.ReadFile("testdata/schema.graphql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := LoadSDL("schema.graphql", string(src))
+	s, err := LoadSDL("schema.graphql", pricecases.SDL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,11 +280,7 @@ func TestScanEdgeResponses(t *testing.T) {
 //
 //	go test -run='^$' -fuzz=FuzzScan -fuzztime=1m ./complexity/
 func FuzzScan(f *testing.F) {
-	src, err := os.ReadFile("testdata/schema.graphql")
-	if err != nil {
-		f.Fatal(err)
-	}
-	s, err := LoadSDL("schema.graphql", string(src))
+	s, err := LoadSDL("schema.graphql", pricecases.SDL)
 	if err != nil {
 		f.Fatal(err)
 	}

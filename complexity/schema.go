@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -24,6 +25,9 @@ type Schema struct {
 	query    *typeInfo
 	mutation *typeInfo
 	subscr   *typeInfo
+	// concrete caches, by (interface or union, Go type), the possible type a value of
+	// the Go type stands for (see concreteIndex).
+	concrete sync.Map
 }
 
 type typeInfo struct {

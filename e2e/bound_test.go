@@ -44,53 +44,6 @@ func processCPU(t testing.TB, g *Gateway) time.Duration {
 	return time.Duration(utime+stime) * time.Second / ticksPerSecond
 }
 
-// answer is a GraphQL answer as the tests read it.
-type answer struct {
-	Errors []struct {
-		Message    string         `json:"message"`
-		Extensions map[string]any `json:"extensions"`
-	} `json:"errors"`
-	Data       json.RawMessage `json:"data"`
-	Extensions struct {
-		Cost *struct {
-			RequestedQueryCost int64  `json:"requestedQueryCost"`
-			ActualQueryCost    *int64 `json:"actualQueryCost"`
-			ThrottleStatus     *struct {
-				CurrentlyAvailable int64 `json:"currentlyAvailable"`
-			} `json:"throttleStatus"`
-		} `json:"cost"`
-	} `json:"extensions"`
-}
-
-func (a answer) code() string {
-	if len(a.Errors) == 0 {
-		return ""
-	}
-	c, _ := a.Errors[0].Extensions["code"].(string)
-	return c
-}
-
-func readAnswer(t testing.TB, body string) answer {
-	t.Helper()
-	var a answer
-	if err := json.Unmarshal([]byte(body), &a); err != nil {
-		t.Fatalf("not a GraphQL answer (%v): %.300s", err, body)
-	}
-	return a
-}
-
-// available is what the caller's bucket holds, read with a dry run (which
-// charges nothing).
-func available(t testing.TB, base string, headers ...string) int64 {
-	t.Helper()
-	_, body := postGraphQL(t, base, `{"query":"{ __typename }"}`, append([]string{"Costgate-Dry-Run", "1"}, headers...)...)
-	a := readAnswer(t, body)
-	if a.Extensions.Cost == nil || a.Extensions.Cost.ThrottleStatus == nil {
-		t.Fatalf("no throttleStatus: %s", body)
-	}
-	return a.Extensions.Cost.ThrottleStatus.CurrentlyAvailable
-}
-
 func queryBody(query, operationName string) string {
 	b, _ := json.Marshal(map[string]string{"query": query, "operationName": operationName})
 	return string(b)

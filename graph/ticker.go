@@ -7,8 +7,7 @@ import (
 	"github.com/costgate/costgate/graph/model"
 )
 
-// minTickInterval bounds how often a ticker emits: a subscription is charged
-// when it starts, its events are not.
+// minTickInterval bounds how often a ticker emits.
 const minTickInterval = 100 * time.Millisecond
 
 // tickInterval is intervalMs as a duration, default 1s, at least minTickInterval.

@@ -120,7 +120,7 @@ var graphqlModes = map[string]limiter.Mode{"": "", "enforce": limiter.Enforce, "
 // graphqlLimits is the graphql section as gqllimit's limits.
 func (c *Config) graphqlLimits() gqllimit.Limits {
 	g := c.GraphQL
-	return gqllimit.Limits{
+	l := gqllimit.Limits{
 		Mode:             graphqlModes[g.Mode],
 		MaxCost:          g.MaxCost,
 		MaxDepth:         g.MaxDepth,
@@ -133,6 +133,8 @@ func (c *Config) graphqlLimits() gqllimit.Limits {
 		NoRefund:         !g.Refund,
 		NoIntrospection:  !g.Introspection,
 	}
+	l.FreeSubscriptionEvents = g.SubscriptionEvents == SubscriptionEventsFree
+	return l
 }
 
 // GraphQLLimits is the graphql section as gqllimit's limits.

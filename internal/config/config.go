@@ -84,6 +84,7 @@ graphql:
   # forward_api_key: true
   # max_response_bytes: 0  # 0: replies are streamed, memory bounded either way
   # max_subscriptions: 10  # open subscriptions per key (embedded), in each process
+  # subscription_events: charge  # embedded: each event costs what it ran; free: only the opening is charged
   # costs: {}             # schema coordinate -> cost settings over the schema's directives, or a file path
   # schema_refresh: 5m     # with schema: introspect; 0: at start only
   # introspection_headers: {}  # sent with the introspection query (never a client's headers)
@@ -314,6 +315,10 @@ type GraphQLConfig struct {
 	// TrustedDocuments, when given, are the operations clients may run
 	// (docs/trusted-documents.md); embedded and in proxy mode.
 	TrustedDocuments *TrustedDocumentsConfig `yaml:"trusted_documents"`
+	// SubscriptionEvents is charge (default: each event of a subscription
+	// is charged its actual cost as it is sent) or free (a subscription
+	// costs its price when it opens, whatever its events cost), embedded.
+	SubscriptionEvents string `yaml:"subscription_events"`
 }
 
 // TrustedDocumentsConfig is graphql.trusted_documents.
@@ -326,6 +331,12 @@ type TrustedDocumentsConfig struct {
 	// (others run, logged and counted).
 	Mode string `yaml:"mode"`
 }
+
+// The values of graphql.subscription_events.
+const (
+	SubscriptionEventsCharge = "charge"
+	SubscriptionEventsFree   = "free"
+)
 
 // SchemaIntrospect, as graphql.schema, reads the upstream's schema by
 // introspection instead of from an SDL file.
@@ -541,7 +552,7 @@ func parse(name string, data []byte, fromFile bool) (*Config, error) {
 // defaults is every scalar at its default, every map and list empty. The
 // numbers are the libraries' own.
 func defaults() *Config {
-	return &Config{
+	c := &Config{
 		Listen: DefaultListen,
 		Store: StoreConfig{
 			Gateways:  1,
@@ -572,6 +583,8 @@ func defaults() *Config {
 			SchemaRefresh:     DefaultSchemaRefresh,
 		},
 	}
+	c.GraphQL.SubscriptionEvents = SubscriptionEventsCharge
+	return c
 }
 
 func syntaxError(name string, err error) *Error {

@@ -78,7 +78,7 @@ func TestDemoConfig(t *testing.T) {
 	wantGraphQL := GraphQLConfig{
 		Path: "/graphql", Policy: "graphql", Mode: "enforce", MaxCost: 1000, DefaultListSize: 10,
 		MutationCost: 10, Introspection: true, IntrospectionCost: 1, MaxDepth: 15, MaxAliases: 30,
-		MaxFields: 1000, MaxTokens: 15000, MaxBodyBytes: 1048576, RejectionCost: 1, MaxSubscriptions: 10, Refund: true, PersistedQueries: true,
+		MaxFields: 1000, MaxTokens: 15000, MaxBodyBytes: 1048576, RejectionCost: 1, MaxSubscriptions: 10, SubscriptionEvents: "charge", Refund: true, PersistedQueries: true,
 		UpstreamTimeout: 20 * time.Second, ForwardAPIKey: true, SchemaRefresh: 5 * time.Minute,
 	}
 	if got := c.GraphQL; !reflect.DeepEqual(got, wantGraphQL) {
@@ -508,6 +508,7 @@ var badConfigs = []struct {
 		`bad.yaml:4: graphql.policy: policy "g" is a sliding_window; GraphQL needs a token_bucket (refunds need one)`, ""},
 	{"graphql mode", "graphql:\n  mode: observe\n", `bad.yaml:2: graphql.mode: unknown mode "observe" (enforce or measure)`, ""},
 	{"graphql negative max_depth", "graphql:\n  max_depth: -1\n", "bad.yaml:2: graphql.max_depth: must not be negative, got -1", ""},
+	{"graphql subscription_events", "graphql:\n  subscription_events: never\n", `bad.yaml:2: graphql.subscription_events: unknown value "never" (charge: each event costs what it ran; free: only the opening is charged)`, ""},
 	{"graphql negative max_subscriptions", "graphql:\n  max_subscriptions: -1\n", "bad.yaml:2: graphql.max_subscriptions: must not be negative, got -1", ""},
 	{"graphql negative rejection_cost", "graphql:\n  rejection_cost: -1\n", "bad.yaml:2: graphql.rejection_cost: must not be negative, got -1", ""},
 	{"server max_conns_per_ip negative", "server: {max_conns_per_ip: -1}\n", "bad.yaml:1: server.max_conns_per_ip: must not be negative", ""},
@@ -569,6 +570,11 @@ func TestParseConfigAccepts(t *testing.T) {
 		{"rejection cost", gqlPolicy + "graphql: {rejection_cost: 5}\n", func(t *testing.T, c *Config) {
 			if got := c.GraphQLLimits().RejectionCost; got != 5 {
 				t.Errorf("RejectionCost = %d, want 5", got)
+			}
+		}},
+		{"free subscription events", gqlPolicy + "graphql: {subscription_events: free}\n", func(t *testing.T, c *Config) {
+			if !c.GraphQLLimits().FreeSubscriptionEvents {
+				t.Errorf("subscription_events: free does not reach gqllimit: %+v", c.GraphQLLimits())
 			}
 		}},
 		// 0 means the library's default, as an absent limit does; the log says so.

@@ -391,6 +391,9 @@ func (v *validator) graphql() {
 	if _, ok := graphqlModes[g.Mode]; !ok {
 		v.fail("graphql.mode", "unknown mode %q (enforce or measure)", g.Mode)
 	}
+	if e := g.SubscriptionEvents; e != SubscriptionEventsCharge && e != SubscriptionEventsFree {
+		v.fail("graphql.subscription_events", "unknown value %q (charge: each event costs what it ran; free: only the opening is charged)", e)
+	}
 	limits := v.c.graphqlLimits()
 	v.library(limits.Validate(), "graphql", func(fe *limiter.FieldError) (string, bool) {
 		p, ok := graphqlFields[fe.Field]

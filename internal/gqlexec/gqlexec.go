@@ -54,6 +54,10 @@ type Request interface {
 	// FinishFailed refunds all but 1 of an admitted operation that returned
 	// nothing (its upstream failed).
 	FinishFailed(ctx context.Context)
+	// FinishCharged keeps the whole charge of an admitted operation: a
+	// mutation forwarded, or one whose client went away once it was.
+	// Whichever of the three Finish calls comes first settles the operation.
+	FinishCharged(ctx context.Context)
 	// Cost is extensions.cost, with what is known.
 	Cost() any
 	// Refuse answers with one GraphQL error; before Admit let the operation

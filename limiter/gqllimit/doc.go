@@ -29,8 +29,12 @@
 // document it validated ([Limiter.QueryCache]).
 // [Limiter.Extension] is the gqlgen extension: after validation it prices
 // the operation, rejects it over max_cost or the bucket's capacity, charges
-// it, and after execution prices what the response holds and refunds the
-// difference. Package gqlproxy does the same in front of any GraphQL
+// it, counts the actual cost as gqlgen executes it (the lists the resolvers
+// return, the concrete type of each abstract item, the root fields called:
+// never read back from the reply, which a failing non-null field or a
+// client's alias can make say less than what ran), and refunds the
+// difference. A root mutation field that was called keeps its whole price.
+// Package gqlproxy does the same in front of any GraphQL
 // upstream, with the upstream's SDL (complexity.LoadSDL), through the same
 // middleware.
 //
@@ -72,8 +76,11 @@
 //
 // Over websockets (graphql-transport-ws, graphql-ws) and SSE, a
 // subscription is priced like a query of its selection and charged when it
-// starts; its events are not charged. A refusal reaches the client in the
-// protocol's error message. [Limits].MaxSubscriptions bounds the
+// starts; each event is charged its actual cost as it is sent (at most one
+// store call a second per subscription), and when the bucket cannot pay the
+// subscription ends with a THROTTLED error, then complete
+// ([Limits].FreeSubscriptionEvents: events are free). A refusal reaches the
+// client in the protocol's error message. [Limits].MaxSubscriptions bounds the
 // subscriptions one key has open at once, in each process
 // (TOO_MANY_SUBSCRIPTIONS); a slot is freed when the subscription ends or
 // its connection closes.

@@ -38,34 +38,7 @@ type document struct {
 	derivedOnce sync.Once
 	derived     any
 
-	actual atomic.Pointer[actualPlans] // of the operation last priced by what it returned (see actualPlans)
-}
-
-// actualPlans is what pricing the responses of op with schema keeps.
-type actualPlans struct {
-	schema *complexity.Schema
-	op     *ast.OperationDefinition
-	plans  *complexity.ActualPlans
-}
-
-// actualPlans returns the plans of op, the operation gqlgen ran for this document, with
-// schema; nil the first time op is seen. One op is kept: gqlgen runs the same one while
-// its query cache holds the document, and without that cache a new one each time (then
-// nothing is kept from one response to the next).
-func (d *document) actualPlans(schema *complexity.Schema, op *ast.OperationDefinition) *complexity.ActualPlans {
-	if d == nil {
-		return nil
-	}
-	a := d.actual.Load()
-	if a != nil && a.schema == schema && a.op == op {
-		if a.plans == nil {
-			a = &actualPlans{schema: schema, op: op, plans: complexity.NewActualPlans(op)}
-			d.actual.Store(a)
-		}
-		return a.plans
-	}
-	d.actual.Store(&actualPlans{schema: schema, op: op})
-	return nil
+	exec atomic.Pointer[execPlan] // of the operation last run for this document (see execPlan)
 }
 
 // price is a cached result of pricing: a cost, or the operation's rejection.

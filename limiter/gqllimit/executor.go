@@ -121,6 +121,8 @@ func (r execRequest) FinishCost(ctx context.Context, actual int64, err error) {
 
 func (r execRequest) FinishFailed(ctx context.Context) { r.st.lim.finishFailed(ctx, r.st) }
 
+func (r execRequest) FinishCharged(ctx context.Context) { r.st.lim.finishCharged(ctx, r.st) }
+
 func (r execRequest) Cost() any {
 	if r.st.op == nil {
 		return nil

@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/costgate/costgate/complexity"
@@ -16,9 +15,9 @@ import (
 
 // Extension returns the gqlgen handler extension: after validation and
 // before execution it prices the operation, rejects it over the limits
-// without charging, and charges the caller's bucket; after execution it
-// prices what was returned, refunds the difference, and adds
-// extensions.cost. The handler must be wrapped in l.Middleware, which turns
+// without charging, and charges the caller's bucket; during execution it
+// counts what the resolvers returned (execution.go), then refunds the
+// difference and adds extensions.cost. The handler must be wrapped in l.Middleware, which turns
 // its decisions into HTTP statuses and headers (an extension cannot).
 func (l *Limiter) Extension() graphql.HandlerExtension { return extension{l} }
 
@@ -106,6 +105,7 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 	}
 	switch {
 	case rerr == nil:
+		e.l.watch(st, rc)
 		return nil
 	case rerr == errDryRun && st.dryRunData:
 		// rateLimit(dryRun: true): run that field alone, which reads GetStats.
@@ -117,7 +117,8 @@ func (e extension) MutateOperationContext(ctx context.Context, rc *graphql.Opera
 
 // InterceptOperation frees a subscription's slot when it ends: when its
 // stream does, or when its context is done (stopped by the client, its
-// connection closed) if the transport stops reading first.
+// connection closed) if the transport stops reading first. A subscription
+// whose bucket could not pay for its last event ends after the error.
 func (e extension) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 	responses := next(ctx)
 	st := stateFrom(ctx)
@@ -126,9 +127,13 @@ func (e extension) InterceptOperation(ctx context.Context, next graphql.Operatio
 	}
 	stop := context.AfterFunc(ctx, func() { e.l.operationDone(st) })
 	return func(ctx context.Context) *graphql.Response {
-		resp := responses(ctx)
+		var resp *graphql.Response
+		if !st.events.ended {
+			resp = responses(ctx)
+		}
 		if resp == nil {
 			stop()
+			e.l.endEvents(ctx, st)
 			e.l.ended(st) // before the transport says complete
 		}
 		return resp
@@ -136,8 +141,12 @@ func (e extension) InterceptOperation(ctx context.Context, next graphql.Operatio
 }
 
 func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
-	resp := next(ctx)
 	st := stateFrom(ctx)
+	event := st != nil && st.exec != nil && st.exec.subscription
+	if event && st.exec.count != nil {
+		st.exec.count.BeginEvent()
+	}
+	resp := next(ctx)
 	if resp == nil || st == nil || st.op == nil {
 		return resp
 	}
@@ -148,11 +157,13 @@ func (e extension) InterceptResponse(ctx context.Context, next graphql.ResponseH
 	case st.stats.DryRun && !st.dryRunData: // answered as a dry run: extensions.cost alone
 		resp.Errors, resp.Data = nil, json.RawMessage("null")
 	case st.stats.DryRun: // rateLimit(dryRun: true) alone ran
+	case st.admitted && event:
+		// A subscription was charged its price when it started; each event
+		// is charged what it cost.
+		resp = e.l.chargeEvent(ctx, st, resp)
 	case st.admitted:
-		// A subscription was charged its price when it started: its events
-		// are not priced, and nothing is refunded.
-		if rc := graphql.GetOperationContext(ctx); rc != nil && rc.Operation != nil && rc.Operation.Operation != ast.Subscription {
-			e.l.finish(ctx, st, rc.Operation, rc.Variables, resp.Data)
+		if resp.HasNext == nil || !*resp.HasNext { // @defer: the last response settles
+			e.l.finish(ctx, st)
 		}
 	case !st.rejected:
 		// gqlgen refused the operation before costgate priced it: a

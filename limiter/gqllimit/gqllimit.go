@@ -127,6 +127,12 @@ type Limits struct {
 	// NoRefund keeps what was charged even when the operation returned less
 	// than it asked for (by default requested − actual is refunded).
 	NoRefund bool
+	// FreeSubscriptionEvents sends a subscription's events without charging
+	// them: a subscription then costs its price when it opens, however many
+	// events it sends and whatever they cost (by default each event's actual
+	// cost is taken from the bucket as it is sent, and a subscription whose
+	// bucket cannot pay ends with THROTTLED).
+	FreeSubscriptionEvents bool
 	// NoIntrospection refuses operations that select __schema or __type,
 	// after pricing: INTROSPECTION_DISABLED (400), embedded and in proxy
 	// mode. (Embedded, gqlgen answers introspection only with its
@@ -309,6 +315,7 @@ type state struct {
 	debug      bool
 	priced     bool
 	admitted   bool   // admitted to run: an error after this is not a rejection
+	settled    bool   // its actual cost was recorded and the refund made
 	rejected   bool   // the rejection was recorded
 	code       string // and its code
 	wouldBe    string // measure mode: the first rejection enforcement would have answered
@@ -328,6 +335,8 @@ type state struct {
 	valid      bool             // the document validated (the middleware's reading, which gqlgen then runs)
 	errs       gqlerror.List    // the validation errors answered, for a websocket's error message
 	slot       *slot            // an open subscription's place among its key's
+	exec       *execution       // counts the operation as gqlgen runs it, once admitted (embedded)
+	events     events           // a subscription's events, charged as they are sent
 	conn       *connection      // the websocket connection that started the operation; nil over HTTP
 	reported   sync.Once        // an operation of a websocket connection is reported once
 }
@@ -556,22 +565,13 @@ func (l *Limiter) peek(ctx context.Context, st *state) {
 	}
 }
 
-// finish records the actual cost of an operation that ran and refunds what
-// it did not use. data is the response's "data" member.
-func (l *Limiter) finish(ctx context.Context, st *state, op *ast.OperationDefinition, vars map[string]any, data []byte) {
+// finish records the actual cost of an operation that ran, as its execution
+// counted it, and refunds what it did not use.
+func (l *Limiter) finish(ctx context.Context, st *state) {
 	if !st.priced || st.dryRun {
 		return
 	}
-	var (
-		actual int64
-		err    error
-	)
-	schema := l.pricing()
-	if plans := st.doc.actualPlans(schema, op); plans != nil {
-		actual, err = schema.ActualJSONShared(plans, vars, data)
-	} else {
-		actual, err = schema.ActualJSON(op, vars, data)
-	}
+	actual, err := st.exec.cost()
 	l.settle(ctx, st, actual, err)
 }
 

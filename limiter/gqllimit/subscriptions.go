@@ -17,8 +17,8 @@ import (
 )
 
 // Subscriptions, embedded. A subscription is priced like a query of its
-// selection and charged when it starts; its events are not charged, and
-// nothing is refunded. The subscriptions open at once per key are bounded
+// selection and charged when it starts; its events are charged as they are
+// sent (events.go). The subscriptions open at once per key are bounded
 // by Limits.MaxSubscriptions, counted in this process (with a shared store,
 // each process holds its own count).
 //

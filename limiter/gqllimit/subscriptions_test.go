@@ -206,8 +206,10 @@ func (e *env) keyAvailable(t *testing.T) int64 {
 }
 
 // A subscription over either websocket protocol starts, is charged its
-// price once, receives its events, and completes; the events are not
-// charged, and nothing is refunded.
+// price, receives its events, and completes; each event is charged what it
+// cost. The store's clock stands still here: the events' charges wait for
+// the next second, and what is owed when the subscription ends is charged
+// then, in one call.
 func TestSubscriptionChargedWhenItStarts(t *testing.T) {
 	for _, proto := range []wsProtocol{transportWS, legacyWS} {
 		t.Run(proto.name, func(t *testing.T) {
@@ -227,8 +229,8 @@ func TestSubscriptionChargedWhenItStarts(t *testing.T) {
 			if m := c.await("1"); m.Type != "complete" {
 				t.Errorf("got %s %s, want complete", m.Type, m.Payload)
 			}
-			if got := before - e.keyAvailable(t); got != 3 {
-				t.Errorf("charged %d, want the subscription's price, 3", got)
+			if got := before - e.keyAvailable(t); got != 3+3*3 {
+				t.Errorf("charged %d, want the subscription's price and its 3 events', 3 + 3×3", got)
 			}
 		})
 	}
@@ -456,8 +458,8 @@ func postSSE(t *testing.T, url, query string) (int, []sseEvent) {
 	return 0, nil
 }
 
-// A subscription over SSE is charged its price once and receives its
-// events; its slot counts with the key's websocket subscriptions.
+// A subscription over SSE is charged its price and its events' cost; its
+// slot counts with the key's websocket subscriptions.
 func TestSSESubscription(t *testing.T) {
 	e := newEnv(t, envOpts{streams: true, cfg: func(c *gqllimit.Config) { c.MaxSubscriptions = 1 }})
 	url := serveHTTP(t, e)
@@ -471,8 +473,8 @@ func TestSSESubscription(t *testing.T) {
 			t.Errorf("event %d: %v", i, ev)
 		}
 	}
-	if got := before - e.keyAvailable(t); got != 3 {
-		t.Errorf("charged %d, want the subscription's price, 3", got)
+	if got := before - e.keyAvailable(t); got != 3+3*3 {
+		t.Errorf("charged %d, want the subscription's price and its 3 events', 3 + 3×3", got)
 	}
 
 	// The subscription ended with its request: the one slot is free again.

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/formatter"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
@@ -157,14 +156,18 @@ type request struct {
 
 // prepared is what the proxy works out from a document alone: kept with the
 // document in gqllimit's cache, so that an operation sent again is not
-// parsed, validated or formatted again.
+// parsed, validated or prepared again.
 type prepared struct {
-	errs gqlerror.List // validation against the upstream's schema
-	// doc is validated, with __typename asked for on abstract selections
-	// (free: pricing it is the same as without); it is priced and forwarded.
+	errs    gqlerror.List // validation against the upstream's schema
+	refusal string        // an alias the proxy refuses (see typename.go)
+	// doc is the parse of query, validated: the client's document with
+	// __typename asked for on abstract selections (free: pricing it is the
+	// same as without); it is priced, and query is forwarded.
 	doc   *ast.QueryDocument
-	query string // doc as forwarded
-	added bool   // __typename was added somewhere
+	query string
+	// inserted says where query differs from the client's text, to move
+	// the upstream's error locations back into the client's document.
+	inserted []insertion
 	// plans are what counting the actual cost of each operation of doc
 	// works out of it, kept for the requests that send doc again.
 	plans sync.Map // *ast.OperationDefinition → *complexity.ActualPlans
@@ -203,10 +206,23 @@ func (p *proxy) prepare(pr gqlexec.Request) *prepared {
 			}
 			return &prepared{errs: errs}
 		}
-		added := addTypenames(doc, p.schema)
-		var query bytes.Buffer
-		formatter.NewFormatter(&query, formatter.WithComments()).FormatQueryDocument(doc)
-		return &prepared{doc: doc, query: query.String(), added: added}
+		if why := aliasError(doc, p.schema); why != "" {
+			return &prepared{refusal: why}
+		}
+		query, inserted := withTypenames(pr.Query(), doc, p.schema)
+		if inserted == nil {
+			return &prepared{doc: doc, query: query}
+		}
+		// What is priced is the parse of what is forwarded.
+		fwd, err := parser.ParseQuery(&ast.Source{Input: query})
+		var errs gqlerror.List
+		if err == nil {
+			errs = gqlvalidate.Validate(p.schema, fwd, gqlvalidate.Options{}) // linear, as the first validation
+		}
+		if err != nil || len(errs) > 0 {
+			return &prepared{refusal: "costgate could not ask for the types of the abstract items"} // unreachable: the insertions are valid
+		}
+		return &prepared{doc: fwd, query: query, inserted: inserted}
 	}).(*prepared)
 }
 
@@ -222,6 +238,10 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	prep := p.prepare(pr)
 	if len(prep.errs) > 0 {
 		pr.RefuseAll(ctx, w, http.StatusBadRequest, gqllimit.CodeValidationFailed, prep.errs)
+		return
+	}
+	if prep.refusal != "" {
+		pr.Refuse(ctx, w, http.StatusBadRequest, gqllimit.CodeBadRequest, prep.refusal)
 		return
 	}
 	op := prep.doc.Operations.ForName(pr.OperationName())
@@ -245,7 +265,11 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // relay forwards an admitted operation and streams the upstream's reply to
-// the client, counting its actual cost.
+// the client, counting its actual cost. What is refunded trusts nothing the
+// client controls: a mutation forwarded keeps its whole charge (its fields
+// ran, whatever the reply says), and so does an operation whose client went
+// away once it was forwarded (the upstream runs it anyway); only the
+// upstream's failure refunds, all but 1.
 func (p *proxy) relay(w http.ResponseWriter, r *http.Request, pr gqlexec.Request, prep *prepared, op *ast.OperationDefinition, vars map[string]any, body request) {
 	ctx := r.Context()
 	upstream, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
@@ -258,6 +282,7 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, pr gqlexec.Request
 	defer res.Body.Close()
 	count, err := pr.ActualCounter(prep.actualPlans(op), vars)
 	if err != nil {
+		pr.FinishCharged(ctx) // forwarded: the upstream runs it
 		p.failed(ctx, upstream, w, pr, err)
 		return
 	}
@@ -269,10 +294,13 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, pr gqlexec.Request
 	sc := newScanner(res.Body, p.cfg.MaxResponseBytes)
 	defer func() { out.release(); ext.release(); sc.release() }()
 	sc.watch = []*replyWriter{out, ext}
-	if prep.added {
-		sc.strip = typenameAlias
+	if len(prep.inserted) > 0 {
+		sc.strip, sc.inserted = typenameAlias, prep.inserted
 	}
 	if _, err := sc.envelope(out, count, ext); err != nil {
+		if out.err != nil || ctx.Err() != nil {
+			pr.FinishCharged(ctx) // the client went away: the upstream ran it all the same
+		}
 		if !out.committed {
 			p.failed(ctx, upstream, w, pr, fmt.Errorf("status %d: %w", res.StatusCode, err))
 			return
@@ -285,8 +313,12 @@ func (p *proxy) relay(w http.ResponseWriter, r *http.Request, pr gqlexec.Request
 		}
 		panic(http.ErrAbortHandler)
 	}
-	actual, err := count.Cost()
-	pr.FinishCost(ctx, actual, err)
+	if op.Operation == ast.Mutation {
+		pr.FinishCharged(ctx) // every root mutation field forwarded ran, whatever the reply holds
+	} else {
+		actual, err := count.Cost()
+		pr.FinishCost(ctx, actual, err)
+	}
 	closeAnswer(out, ext, pr.Cost())
 	if err := out.close(); err != nil {
 		p.cfg.Logger.Debug("costgate: writing the answer", "err", err)
@@ -336,12 +368,14 @@ func (p *proxy) check(res *http.Response) error {
 
 // failed answers an operation whose upstream failed before the client got a
 // byte: 504 when it did not answer in time, else 502, the detail logged.
-// All but 1 of the charge is refunded.
+// All but 1 of the charge is refunded, unless the client went away (then it
+// keeps its charge: the upstream got the operation, or would have).
 func (p *proxy) failed(ctx, upstream context.Context, w http.ResponseWriter, pr gqlexec.Request, err error) {
-	pr.FinishFailed(ctx)
 	if ctx.Err() != nil {
+		pr.FinishCharged(ctx)
 		return // the client has gone: nobody to answer
 	}
+	pr.FinishFailed(ctx)
 	err = p.explain(upstream, err)
 	// The upstream's address and error text are for the operator, not the client.
 	p.cfg.Logger.Warn("costgate: upstream failed", "upstream", p.cfg.Upstream, "err", err)
@@ -386,40 +420,4 @@ func forwardedExtensions(ext json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return out
-}
-
-// addTypenames asks for __typename (under typenameAlias) in every selection
-// set of an abstract type, in the operations and fragments of doc, which
-// must be validated. It reports whether it added any.
-func addTypenames(doc *ast.QueryDocument, schema *ast.Schema) bool {
-	added := false
-	var walk func(set ast.SelectionSet, typ string) ast.SelectionSet
-	walk = func(set ast.SelectionSet, typ string) ast.SelectionSet {
-		for _, sel := range set {
-			switch s := sel.(type) {
-			case *ast.Field:
-				if s.Definition != nil && len(s.SelectionSet) > 0 {
-					s.SelectionSet = walk(s.SelectionSet, s.Definition.Type.Name())
-				}
-			case *ast.InlineFragment:
-				inner := typ
-				if s.TypeCondition != "" {
-					inner = s.TypeCondition
-				}
-				s.SelectionSet = walk(s.SelectionSet, inner)
-			}
-		}
-		if def := schema.Types[typ]; def != nil && def.IsAbstractType() {
-			added = true
-			set = append(set, &ast.Field{Alias: typenameAlias, Name: "__typename"})
-		}
-		return set
-	}
-	for _, op := range doc.Operations {
-		op.SelectionSet = walk(op.SelectionSet, "")
-	}
-	for _, f := range doc.Fragments {
-		f.SelectionSet = walk(f.SelectionSet, f.TypeCondition)
-	}
-	return added
 }

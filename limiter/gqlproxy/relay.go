@@ -2,6 +2,7 @@ package gqlproxy
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +41,9 @@ const (
 	// maxExtensions bounds the upstream's "extensions", held until the end
 	// for extensions.cost to be added to them.
 	maxExtensions = 1 << 20
+	// maxLocations bounds an error's "locations", read whole to be moved
+	// back into the client's document.
+	maxLocations = 64 << 10
 )
 
 // errReplyTooLarge is a reply over Config.MaxResponseBytes.
@@ -217,6 +221,9 @@ type scanner struct {
 	long    bool   // the last string was longer than textMax
 	strip   string // a key dropped wherever it appears in data ("": none)
 	syntax  int64  // where the reply stopped being JSON, when it did
+	// inserted is what the proxy wrote into the query it forwarded: the
+	// errors' locations are moved back into the client's document.
+	inserted []insertion
 }
 
 func newScanner(src io.Reader, limit int64) *scanner {
@@ -748,7 +755,13 @@ func (s *scanner) errorList(out *replyWriter) error {
 		if s.peek() != '{' {
 			return s.fail("an error that is not an object")
 		}
-		if err := s.object(out, nil, 2, ""); err != nil {
+		var err error
+		if len(s.inserted) > 0 {
+			err = s.errorObject(out)
+		} else {
+			err = s.object(out, nil, 2, "")
+		}
+		if err != nil {
 			return err
 		}
 		switch s.peek() {
@@ -764,6 +777,89 @@ func (s *scanner) errorList(out *replyWriter) error {
 	s.r++
 	out.putByte(']')
 	return nil
+}
+
+// errorObject copies an error, its "locations" moved back into the client's
+// document (see clientColumn).
+func (s *scanner) errorObject(out *replyWriter) error {
+	s.r++
+	out.putByte('{')
+	for more, wrote := s.peek() != '}', false; more; wrote = true {
+		if err := s.readKey(); err != nil {
+			return err
+		}
+		if err := s.colon(); err != nil {
+			return err
+		}
+		if wrote {
+			out.putByte(',')
+		}
+		writeKey(out, s.key)
+		var err error
+		if string(s.key) == "locations" {
+			err = s.locations(out)
+		} else {
+			err = s.value(out, nil, 3)
+		}
+		if err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.r++
+		case '}':
+			more = false
+		default:
+			return s.fail("an object not closed")
+		}
+	}
+	s.r++
+	out.putByte('}')
+	return nil
+}
+
+// locations copies an error's locations, each column moved back by what the
+// proxy inserted before it on its line. Locations of another shape pass as
+// they are.
+func (s *scanner) locations(out *replyWriter) error {
+	held := &replyWriter{max: maxLocations}
+	defer held.release()
+	if err := s.value(held, nil, 3); err != nil {
+		return err
+	}
+	if held.err != nil {
+		return s.fail("error locations longer than 64 KiB")
+	}
+	var locs []map[string]any
+	dec := json.NewDecoder(bytes.NewReader(held.pending))
+	dec.UseNumber()
+	if dec.Decode(&locs) != nil {
+		out.Write(held.pending)
+		return nil
+	}
+	for _, loc := range locs {
+		line, lerr := jsonInt(loc["line"])
+		column, cerr := jsonInt(loc["column"])
+		if lerr == nil && cerr == nil {
+			loc["column"] = clientColumn(s.inserted, line, column)
+		}
+	}
+	moved, err := json.Marshal(locs)
+	if err != nil {
+		out.Write(held.pending)
+		return nil
+	}
+	out.Write(moved)
+	return nil
+}
+
+func jsonInt(v any) (int, error) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, errors.New("not a number")
+	}
+	i, err := n.Int64()
+	return int(i), err
 }
 
 // closeAnswer ends the answer with "extensions": the upstream's (ext), and
