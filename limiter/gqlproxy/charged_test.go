@@ -29,19 +29,20 @@ func bigBucket(c *gqllimit.Config) {
 }
 
 // A client alias that could pass for the type of an abstract item, or for
-// costgate's own typename, is refused before anything is forwarded or
-// charged. Before, `__typename: body` on a Review made the reply price the
+// costgate's own typename, is refused before anything is forwarded,
+// charged the rejection cost (1) as any refusal before execution. Before, `__typename: body` on a Review made the reply price the
 // item as the Product its body named.
 func TestProxyRefusesTypenameAliases(t *testing.T) {
 	up := startUpstream(t)
 	e := newProxyEnv(t, up.URL)
 	before := e.available(t)
-	for _, q := range []string{
+	refused := []string{
 		`{ search(text: "a") { ... on Review { __typename: body product { variants(first: 5) { id } } } } }`,
 		`{ search(text: "a") { ...R } } fragment R on Review { __typename: body }`,
 		`{ search(text: "a") { ... on Product { id __costgate_typename: title } } }`,
 		`{ products(first: 1) { nodes { __costgateX: id } } }`,
-	} {
+	}
+	for _, q := range refused {
 		r := e.post(t, q, nil, nil)
 		if r.Status != http.StatusBadRequest || r.Code() != gqllimit.CodeBadRequest {
 			t.Errorf("%s: %d %s, want 400 %s", q, r.Status, r.Body, gqllimit.CodeBadRequest)
@@ -50,8 +51,8 @@ func TestProxyRefusesTypenameAliases(t *testing.T) {
 	if up.calls.Load() != 0 {
 		t.Errorf("the upstream got %d calls", up.calls.Load())
 	}
-	if got := e.available(t); got != before {
-		t.Errorf("charged %d", before-got)
+	if got, want := before-e.available(t), int64(len(refused)); got != want {
+		t.Errorf("charged %d for %d refusals, want %d (the rejection cost of each)", got, len(refused), want)
 	}
 	// Aliasing __typename itself is the client's business, and so is an
 	// alias named __typename in the selection of an object.
