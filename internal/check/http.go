@@ -396,12 +396,13 @@ func (b *bufferedWriter) flush() {
 }
 
 // RefuseAll answers every check with 403, logging the refusals: the
-// server mounts it at Path while identity.trusted_proxies lists no gateway.
-func RefuseAll(logger *slog.Logger) http.Handler {
+// server mounts it at Path while it answers no gateway (identity.trusted_proxies
+// lists none, or gateway.check is false). why says which, with the fix.
+func RefuseAll(logger *slog.Logger, why string) http.Handler {
 	refusals := &refusalLog{logger: logger}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		refusals.refused("/v1/check", r.RemoteAddr)
-		refuseUntrusted(w, fmt.Sprintf("identity.trusted_proxies lists no gateway: /v1/check answers none until it does; add this gateway's address (%s) to it", peerIP(r.RemoteAddr)))
+		refuseUntrusted(w, fmt.Sprintf(why, peerIP(r.RemoteAddr)))
 	})
 }
 

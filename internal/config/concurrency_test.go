@@ -66,6 +66,28 @@ routes:
 	}
 }
 
+// gateway.check: false turns the forward-auth door off, so a costgate that
+// trusts its load balancer's X-Forwarded-For may limit its own routes with
+// policies that need the response's end.
+func TestEndingPoliciesWithTheCheckDoorOff(t *testing.T) {
+	c, err := Parse("ok.yaml", []byte(`graphql: {path: ""}
+identity: {trusted_proxies: [10.0.0.0/8]}
+gateway: {check: false}
+policies:
+  streams: {algorithm: concurrency, limit: 5, key: [ip]}
+  login: {algorithm: sliding_log, limit: 10, period: 5m, key: [ip], refund_status: [2xx]}
+routes:
+  - {match: "POST /login", policies: [login]}
+  - {match: "/api/*", policies: [streams]}
+`))
+	if err != nil {
+		t.Fatalf("refused with the door off: %v", err)
+	}
+	if c.ServesCheck() {
+		t.Error("ServesCheck with gateway.check: false")
+	}
+}
+
 // Every YAML block of docs/configuration.md is a config file that loads.
 func TestDocsConfigurationSnippets(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/configuration.md")

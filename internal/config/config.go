@@ -352,6 +352,18 @@ type GatewayConfig struct {
 	// username of a JSON login body). "": the body is read, when the
 	// gateway forwards one.
 	UsernameHeader string `yaml:"username_header"`
+	// Check serves /v1/check to the peers in identity.trusted_proxies
+	// (default true). false turns the forward-auth door off, for a costgate
+	// that trusts a load balancer's X-Forwarded-For but answers no gateway's
+	// check: its routes may then use refund_status and concurrency policies,
+	// which need to see the response end.
+	Check *bool `yaml:"check"`
+}
+
+// ServesCheck reports whether /v1/check answers gateways: trusted proxies
+// are listed and gateway.check is not false.
+func (c *Config) ServesCheck() bool {
+	return len(c.Identity.TrustedProxies) > 0 && (c.Gateway.Check == nil || *c.Gateway.Check)
 }
 
 // EnvoyConfig maps Envoy's rate-limit descriptors to policies.

@@ -555,8 +555,8 @@ func (v *validator) endingPolicies() {
 	c := v.c
 	var why string
 	switch {
-	case len(c.Identity.TrustedProxies) > 0:
-		why = "identity.trusted_proxies is set, so /v1/check answers the gateways listed there"
+	case c.ServesCheck():
+		why = "identity.trusted_proxies is set, so /v1/check answers the gateways listed there; gateway.check: false turns it off"
 	case c.GRPCListen != "":
 		why = "grpc_listen serves Envoy's rate-limit service"
 	default:

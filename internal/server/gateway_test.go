@@ -95,6 +95,18 @@ func TestCheckWithoutTrustedProxies(t *testing.T) {
 	}
 }
 
+// gateway.check: false answers no gateway, a trusted one included, and says
+// so.
+func TestCheckDoorOff(t *testing.T) {
+	_, base := newServer(t, strings.Replace(limits, `identity: {trusted_proxies: ["127.0.0.1"]}`,
+		`identity: {trusted_proxies: ["127.0.0.1"]}
+gateway: {check: false}`, 1)+"graphql: {path: \"\"}\n")
+	code, _, body := checkStatus(t, base+"/v1/check/api/products", nil)
+	if code != http.StatusForbidden || !strings.Contains(body, "untrusted_peer") || !strings.Contains(body, "gateway.check is false") {
+		t.Errorf("got %d %s, want 403 untrusted_peer saying gateway.check is false", code, body)
+	}
+}
+
 // Reload swaps the descriptor mapping the gRPC service answers with, and
 // keeps the limiter state.
 func TestReloadSwapsEnvoyMapping(t *testing.T) {

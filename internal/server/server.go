@@ -268,8 +268,12 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 		}
 		// The same routes for gateways in front of services in any
 		// language, in proxy mode too.
-		chk = check.RefuseAll(s.logger)
-		if gateways := cfg.TrustedPrefixes(); len(gateways) > 0 {
+		why := "identity.trusted_proxies lists no gateway: /v1/check answers none until it does; add this gateway's address (%s) to it"
+		if len(cfg.Identity.TrustedProxies) > 0 {
+			why = "gateway.check is false: /v1/check answers no gateway, this one (%s) included"
+		}
+		chk = check.RefuseAll(s.logger, why)
+		if gateways := cfg.TrustedPrefixes(); cfg.ServesCheck() {
 			if chk, err = check.NewHandler(check.HTTPConfig{Limits: rest, Identity: ids, Gateways: gateways,
 				UsernameHeader: cfg.Gateway.UsernameHeader, Logger: s.logger}); err != nil {
 				return nil, nil, err
