@@ -3,16 +3,19 @@ GO ?= go
 
 .PHONY: test deps bench vet
 
+# bench/ is a module of its own, so ./... leaves it out: its tests run too.
 test: deps
 	$(GO) test -race -count=1 ./...
+	cd bench && $(GO) test -race -count=1 ./...
 
 # The programs the tests run (never a fake), each with the Debian package
 # it comes in: redis-server; chromium for the playground's browser tests;
 # nginx and caddy in front of a service, costgate as their auth_request and
 # forward_auth; promtool for deploy's alert rules; git for the client
-# repository of docs/trusted-documents.md's pre-commit hook. What is missing is
-# installed with apt-get as root, else the install command is printed.
-TEST_PROGRAMS = redis-server:redis-server chromium:chromium nginx:nginx caddy:caddy promtool:prometheus git:git
+# repository of docs/trusted-documents.md's pre-commit hook; curl for the
+# README's session, run as it is written. What is missing is installed with
+# apt-get as root, else the install command is printed.
+TEST_PROGRAMS = redis-server:redis-server chromium:chromium nginx:nginx caddy:caddy promtool:prometheus git:git curl:curl
 
 deps:
 	@missing=""; \

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The layout the README describes: gqllimit knows nothing of httplimit (identity is
+// The layout the README's package map describes: gqllimit knows nothing of httplimit (identity is
 // its own part), and the root package holds only the command (its tests,
 // which run the built binary, are in e2e/).
 func TestLayout(t *testing.T) {

@@ -18,7 +18,9 @@ import (
 // validated document, as for [Schema.AnalyzeOperation]. A selection repeated in the
 // document is priced per occurrence, as the requested cost prices it, so the refund
 // max(0, requested − actual) is not inflated by it. [Schema.ActualJSON] prices the JSON
-// itself, without decoding it into maps, and is the faster of the two.
+// itself, without decoding it into maps, and is the faster of the two. Fragments are
+// priced once per response object, so a fragment bomb's response is priced in linear
+// time too.
 func (s *Schema) Actual(op *ast.OperationDefinition, variables map[string]any, data map[string]any) (int64, error) {
 	root, err := s.actualRoot(op)
 	if err != nil || data == nil {

@@ -35,18 +35,58 @@ type FieldCost struct {
 }
 
 // Analyze prices the named operation of doc (the only one, when operationName is empty)
-// with the given variables, as the README's "GraphQL cost" defines it:
+// with the given variables. The cost of an operation is the sum of its root fields'
+// costs. For a field f of named type T,
 //
 //	cost(f) = argCost(f) + n(f) × (w(f) + Σ cost(children))
 //
+// where:
+//
+//   - w(f) is the first of: @cost(weight:) on the field; the mutation cost (10, see
+//     [WithMutationCost]) for a root Mutation field; @cost on T; 1 when T is an object,
+//     interface or union; 0 for a scalar or an enum.
+//   - n(f) is 1 unless f is a list. For a list it is the largest slicing argument with a
+//     value (a literal, a variable, or the argument's schema default; null is no value;
+//     negative values count as 0), else @listSize(assumedSize:), else the default list
+//     size (10, see [WithDefaultListSize]). Each inner level of [[T]] multiplies by the
+//     default list size again. A slicing argument that is a list (ids: [ID!]) gives the
+//     length of its value; one written as a path ("input.page.first") reads the Int or
+//     list at the end of the path through the input objects.
+//   - A field named in its parent's @listSize(sizedFields:) takes the parent's size, and
+//     the parent then counts once: with products(first: 10) @listSize(sizedFields:
+//     ["nodes"]), products counts 1 and products.nodes counts 10. An entry may be a path
+//     to a deeper list, "page.items" or, in Apollo's selection syntax,
+//     "results { page }": the list at its end takes the size, the fields on the way are
+//     priced as usual.
+//   - argCost(f) adds the @cost of each argument present in the operation and of each
+//     input field present in their values, and the input object cost (0, see
+//     [WithInputObjectCost]) of each input object value among them; once per field, not
+//     per item.
+//   - @cost and @listSize on an interface field apply to each implementing type's field
+//     that declares none of its own, whether the operation selects the field on the
+//     interface or on the type.
+//   - For an interface or union T, the per-item term w + Σ cost(children) is the maximum
+//     over T's possible object types, each priced with its own weight, its own field
+//     definitions, and only the selections that apply to it.
+//   - @skip and @include are honoured; __typename costs 0; __schema and __type cost the
+//     introspection cost (1, see [WithIntrospectionCost]) whatever they select. Aliased
+//     and repeated selections are each priced (an upper bound).
+//   - Sums and products saturate at [MaxCost], 2^53−1.
+//
+// When requireOneSlicingArgument is true (the IBM default, and the default of
+// [DirectivesSDL]), exactly one slicing argument must be given, else the operation is
+// rejected with an [*OperationError] of code [CodeSlicingArgumentRequired]. An argument
+// with a schema default may be left out. The check applies only to fields that list
+// slicing arguments.
+//
 // doc should have passed validation against the schema; Analyze does not rely on it (it
 // resolves fields and fragments by name itself) and reports an unknown field, type or
-// fragment, or a fragment cycle, as an error rather than a wrong price. An operation that
-// breaks @listSize(requireOneSlicingArgument: true) is an [*OperationError] with code
-// [CodeSlicingArgumentRequired].
+// fragment, or a fragment cycle, as an error rather than a wrong price.
 //
 // The work is linear in the document: each fragment is priced once per (fragment,
-// concrete type, inherited list size) and reused.
+// concrete type, inherited list size) and reused, and so are the selections of an
+// interface or union field for each possible type. A document of 30 fragments that each
+// spread the next twice (2^30 expansions) prices in microseconds.
 func (s *Schema) Analyze(doc *ast.QueryDocument, operationName string, variables map[string]any, opts ...AnalyzeOption) (Result, error) {
 	if doc == nil {
 		return Result{}, fmt.Errorf("complexity: %w: nil document", ErrUnknownOperation)

@@ -9,7 +9,7 @@ import (
 )
 
 // requestedCase is one row of the requested-cost table. The comment beside each want
-// works the formula of the README's "GraphQL cost" by hand against the cost tests' schema (internal/pricecases):
+// works the formula of docs/graphql.md ("The price") by hand against the cost tests' schema (internal/pricecases):
 //
 //	cost(f) = argCost(f) + n(f) × (w(f) + Σ cost(children))
 type requestedCase struct {
@@ -24,7 +24,7 @@ type requestedCase struct {
 }
 
 var requestedCases = []requestedCase{
-	// --- the worked example of the README's "GraphQL cost" and connections ---
+	// --- the worked example of docs/graphql.md ("The price") and connections ---
 	{
 		name:  "spec worked example",
 		query: `{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }`,

@@ -1,6 +1,6 @@
 package complexity
 
-// Defaults of the Options, as the README's "GraphQL cost" gives them.
+// Defaults of the Options, as docs/graphql.md ("The price") gives them.
 const (
 	// DefaultListSize is the size of a list with no slicing argument value
 	// and no @listSize(assumedSize:) (WithDefaultListSize).

@@ -25,7 +25,7 @@ type Product {
 type Variant { id: ID! }
 `
 
-// The worked example of the README's "GraphQL cost": 1 × (1 + 10 × (1 + 0 + 0 + 5 × (1 + 0))) = 61.
+// The worked example of docs/graphql.md ("The price"): 1 × (1 + 10 × (1 + 0 + 0 + 5 × (1 + 0))) = 61.
 func Example() {
 	schemaAST, err := gqlparser.LoadSchema(
 		&ast.Source{Name: "cost.graphql", Input: complexity.DirectivesSDL},

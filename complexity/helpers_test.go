@@ -66,7 +66,7 @@ func mustParse(tb testing.TB, query string) *ast.QueryDocument {
 	return doc
 }
 
-// priceCase is one hand-worked price: the comment beside want works the formula of the README's "GraphQL cost"
+// priceCase is one hand-worked price: the comment beside want works the formula of docs/graphql.md ("The price")
 // cost(f) = argCost(f) + n(f) × (w(f) + Σ cost(children)).
 type priceCase struct {
 	name  string

@@ -39,7 +39,10 @@ type ListSize struct {
 // Weight returns a pointer to n, for [CostEntry.Cost] and [ListSize.AssumedSize].
 func Weight(n int64) *int64 { return &n }
 
-// WithCosts applies a cost overlay over the schema's own directives. [NewSchema] refuses
+// WithCosts applies a cost overlay over the schema's own directives, for a schema you
+// cannot annotate: the settings of @cost and @listSize keyed by schema coordinate
+// ("Query.products", "Product", "Query.search(limit:)", "ReviewInput.body"), each
+// replacing the directive of its kind at its coordinate. [NewSchema] refuses
 // an entry that names nothing in the schema, sets nothing, puts listSize anywhere but on
 // a field, or gives a setting the directive rules refuse; each such error is a
 // [*SchemaError] whose Coordinate is the entry's key and whose InCosts is set.

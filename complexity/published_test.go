@@ -10,7 +10,7 @@ import (
 // Cosmo (graphql-go-tools' cost calculator) and the IBM GraphQL Cost Directives spec,
 // re-derived by hand on schemas written here with the same weights. Each says which
 // published case it mirrors, their figure, and where costgate agrees or differs and
-// why. COMPARISON.md lists the differences.
+// why. docs/cost-comparison.md lists the differences.
 
 func loadPublished(t *testing.T, sdl string, opts ...complexity.Option) *complexity.Schema {
 	t.Helper()

@@ -102,8 +102,17 @@ type slicingArgument struct {
 //     imports from it anything but @cost and @listSize; a plain @cost or @listSize in a
 //     schema whose @link of the cost spec names the directive otherwise.
 //
-// The directives are found under the names the schema's @link gives them (see "Finding
-// the directives" in the package documentation), else by their plain names. @cost and @listSize on an interface field apply to each implementing type's field that
+// The directives are found by name, @cost and @listSize, unless the schema links the
+// cost spec, `schema @link(url: "https://specs.apollo.dev/cost/v0.1", import: [...])` or
+// the same in `extend schema`. Then they have the names the link gives them, by the link
+// spec's rules: an import names what it imports, renamed or not
+// (`{name: "@cost", as: "@weight"}`, `"@listSize"`); what is not imported is @cost (the
+// directive named like the spec, or the link's as:) and @cost__listSize. An @link of
+// Apollo Federation (https://specs.apollo.dev/federation/v2.x) may import them too, or
+// leave them namespaced as @federation__cost. A schema that links a cost spec costgate
+// does not understand is refused (above), never priced without its rules.
+//
+// @cost and @listSize on an interface field apply to each implementing type's field that
 // declares none of its own (and @cost on an interface field's argument to the same
 // argument of the implementations).
 func NewSchema(schema *ast.Schema, opts ...Option) (*Schema, error) {

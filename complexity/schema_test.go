@@ -214,7 +214,7 @@ type Variant { id: ID! }
 `
 
 // TestDirectiveForms: the Apollo (Int weight) and IBM (String weight) declarations both
-// load, and price the README's worked example at 61.
+// load, and price docs/graphql.md's worked example at 61.
 func TestDirectiveForms(t *testing.T) {
 	ibm := `directive @cost(weight: String!) on ARGUMENT_DEFINITION | ENUM | FIELD_DEFINITION | INPUT_FIELD_DEFINITION | OBJECT | SCALAR
 directive @listSize(assumedSize: Int, slicingArguments: [String!], sizedFields: [String!], requireOneSlicingArgument: Boolean = true) on FIELD_DEFINITION`

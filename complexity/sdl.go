@@ -17,8 +17,8 @@ import (
 // An SDL often uses directives it does not declare; gqlparser refuses those, so LoadSDL
 // declares them first, without touching the ones the SDL declares itself:
 //
-//   - @cost and @listSize, under the names the schema's @link gives them (see "Finding
-//     the directives" in the package documentation), as [DirectivesSDL] declares them;
+//   - @cost and @listSize, under the names the schema's @link gives them (see
+//     [NewSchema]), as [DirectivesSDL] declares them;
 //   - @link itself, with the link__Import and link__Purpose types it refers to;
 //   - any other directive or type that an @link brings in (imported, or namespaced as
 //     federation__requires): with arguments of any value and allowed everywhere, as

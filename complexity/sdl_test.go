@@ -7,7 +7,7 @@ import (
 	"github.com/costgate/costgate/complexity"
 )
 
-// sdlBody is the worked example of the README's "GraphQL cost"'s schema with its directives written @C and @L,
+// sdlBody is the worked example of docs/graphql.md's schema with its directives written @C and @L,
 // to be named per case; the worked example query costs 61 (plus expensive's 7).
 const sdlBody = `
 type Query {

@@ -1,6 +1,7 @@
 // Package deploy_test checks the Grafana dashboard and the Prometheus alert
 // rules of deploy/: the rules load and fire as alerts_test.yml says
-// (promtool), and every metric they name is one the server exports.
+// (promtool), and every metric they name is one the server exports; and
+// docs/metrics.md lists every metric the server exports.
 package deploy_test
 
 import (
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/costgate/costgate/internal/config"
@@ -77,6 +79,33 @@ func TestDashboardAndRulesNameExportedMetrics(t *testing.T) {
 				t.Errorf("%s names %s, which the server does not export", file, name)
 			}
 		}
+	}
+}
+
+// Every costgate metric a server exports is in docs/metrics.md's table.
+func TestMetricsPageListsExportedMetrics(t *testing.T) {
+	page, err := os.ReadFile("../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := metricNames(page)
+	exported := metricstest.Scrape(t, serverAfterTraffic(t)+"/metrics").Families()
+	n := 0
+	for name := range exported {
+		if !strings.HasPrefix(name, "costgate_") {
+			continue
+		}
+		n++
+		base := name
+		for _, suffix := range []string{"_sum", "_count", "_bucket"} {
+			base = strings.TrimSuffix(base, suffix)
+		}
+		if !slices.Contains(documented, name) && !slices.Contains(documented, base) {
+			t.Errorf("the server exports %s, which docs/metrics.md does not list", name)
+		}
+	}
+	if n < 10 {
+		t.Errorf("the server exported %d costgate metrics; serverAfterTraffic makes more appear", n)
 	}
 }
 

@@ -11,15 +11,15 @@ import (
 	"github.com/costgate/costgate/internal/caddytest"
 )
 
-// A real Caddy (Debian's), configured with the README's Caddyfile, in front
+// A real Caddy (Debian's), configured with docs/gateways.md's Caddyfile, in front
 // of a service, costgate as its forward_auth: what the client sees is what
 // it sees through nginx (frontedLimits); on a path no route limits, neither
 // the client nor the service sees a rate-limit header, not even one the
 // client forged.
 func TestCaddyInFront(t *testing.T) {
-	conf := readmeBlock(t, "<!-- the Caddy config of TestCaddyInFront -->")
+	conf := gatewayBlock(t, "<!-- the Caddy config of TestCaddyInFront -->")
 	if file, err := os.ReadFile(repoFile("examples/gateway/Caddyfile")); err != nil || string(file) != conf {
-		t.Errorf("examples/gateway/Caddyfile (%v) is not the README's Caddyfile", err)
+		t.Errorf("examples/gateway/Caddyfile (%v) is not docs/gateways.md's Caddyfile", err)
 	}
 	up := startShop(t)
 	var mu sync.Mutex

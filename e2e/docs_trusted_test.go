@@ -9,67 +9,13 @@ import (
 	"testing"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/costgate/costgate/internal/mdblock"
 )
 
 // The snippets of docs/trusted-documents.md run here, as a user runs them.
 
 const trustedDocs = "docs/trusted-documents.md"
-
-// docSection is the section of a docs page under heading (the whole line,
-// "## Configure"), to the next heading of its level or above.
-func docSection(t *testing.T, page, heading string) string {
-	t.Helper()
-	text, err := os.ReadFile(repoFile(page))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(text), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("%s has no %q", page, heading)
-	}
-	level := strings.Fields(heading)[0]
-	lines := strings.Split(section, "\n")
-	code := false // inside a fenced block, where "#" starts a comment
-	for i, l := range lines {
-		if strings.HasPrefix(l, "```") {
-			code = !code
-		}
-		if h := strings.Fields(l); !code && len(h) > 0 && strings.Trim(h[0], "#") == "" && len(h[0]) <= len(level) {
-			return strings.Join(lines[:i], "\n")
-		}
-	}
-	return section
-}
-
-// fenced is the fenced blocks of lang in text ("" for a block without one).
-func fenced(t *testing.T, text, lang string) []string {
-	t.Helper()
-	var (
-		blocks []string
-		block  *strings.Builder
-		open   bool
-	)
-	for _, l := range strings.Split(text, "\n") {
-		switch {
-		case !open && strings.HasPrefix(l, "```"):
-			open, block = true, nil
-			if strings.TrimPrefix(l, "```") == lang {
-				block = &strings.Builder{}
-			}
-		case open && l == "```":
-			open = false
-			if block != nil {
-				blocks = append(blocks, block.String())
-			}
-		case open && block != nil:
-			block.WriteString(l + "\n")
-		}
-	}
-	if open {
-		t.Fatalf("an unclosed block in:\n%s", text)
-	}
-	return blocks
-}
 
 // clientRepo lays out the client repository of the docs' costgate price
 // section: the server's schema, and each graphql block under the path
@@ -78,7 +24,7 @@ func fenced(t *testing.T, text, lang string) []string {
 func clientRepo(t *testing.T) (string, map[string]string) {
 	t.Helper()
 	files := map[string]string{}
-	for _, b := range fenced(t, docSection(t, trustedDocs, "## `costgate price`, in the client's build"), "graphql") {
+	for _, b := range mdblock.Fenced(t, mdblock.Section(t, trustedDocs, "## `costgate price`, in the client's build"), "graphql") {
 		first, text, _ := strings.Cut(b, "\n")
 		path, ok := strings.CutPrefix(first, "# ")
 		if !ok {
@@ -102,7 +48,7 @@ func clientRepo(t *testing.T) (string, map[string]string) {
 
 // The configuration shown starts the binary and serves the list.
 func TestTrustedDocsConfigure(t *testing.T) {
-	blocks := fenced(t, docSection(t, trustedDocs, "## Configure"), "yaml")
+	blocks := mdblock.Fenced(t, mdblock.Section(t, trustedDocs, "## Configure"), "yaml")
 	if len(blocks) != 1 {
 		t.Fatalf("found %d yaml blocks, want 1", len(blocks))
 	}
@@ -120,7 +66,7 @@ func TestTrustedDocsConfigure(t *testing.T) {
 // The load error shown is what the binary says of the docs' Catalog, listed
 // (the id and the path aside).
 func TestTrustedDocsLoadError(t *testing.T) {
-	blocks := fenced(t, docSection(t, trustedDocs, "## When the list loads"), "")
+	blocks := mdblock.Fenced(t, mdblock.Section(t, trustedDocs, "## When the list loads"), "")
 	if len(blocks) != 1 {
 		t.Fatalf("found %d plain blocks, want the error", len(blocks))
 	}
@@ -142,7 +88,7 @@ func TestTrustedDocsLoadError(t *testing.T) {
 func TestTrustedDocsPriceSession(t *testing.T) {
 	dir, _ := clientRepo(t)
 	var session string
-	for _, b := range fenced(t, docSection(t, trustedDocs, "## `costgate price`, in the client's build"), "") {
+	for _, b := range mdblock.Fenced(t, mdblock.Section(t, trustedDocs, "## `costgate price`, in the client's build"), "") {
 		if strings.HasPrefix(b, "$ costgate price") {
 			session = b
 		}
@@ -202,7 +148,7 @@ func gitRepo(t *testing.T, dir string) {
 // operation is gone: its steps run as a runner runs them (bash -e), with
 // the binary the install step would install.
 func TestTrustedDocsGitHubActions(t *testing.T) {
-	blocks := fenced(t, docSection(t, trustedDocs, "### GitHub Actions"), "yaml")
+	blocks := mdblock.Fenced(t, mdblock.Section(t, trustedDocs, "### GitHub Actions"), "yaml")
 	if len(blocks) != 1 {
 		t.Fatalf("found %d yaml blocks, want the workflow", len(blocks))
 	}
@@ -262,7 +208,7 @@ func TestTrustedDocsGitHubActions(t *testing.T) {
 // The pre-commit hook shown lets a commit of operations that can run
 // through, and stops one with an operation production would refuse.
 func TestTrustedDocsPreCommitHook(t *testing.T) {
-	blocks := fenced(t, docSection(t, trustedDocs, "### A pre-commit hook"), "sh")
+	blocks := mdblock.Fenced(t, mdblock.Section(t, trustedDocs, "### A pre-commit hook"), "sh")
 	if len(blocks) != 1 {
 		t.Fatalf("found %d sh blocks, want the hook", len(blocks))
 	}
@@ -304,7 +250,7 @@ func TestTrustedDocsPreCommitHook(t *testing.T) {
 
 // The synopsis shown is the one costgate price -h gives.
 func TestTrustedDocsPriceSynopsis(t *testing.T) {
-	blocks := fenced(t, docSection(t, trustedDocs, "## `costgate price`, in the client's build"), "")
+	blocks := mdblock.Fenced(t, mdblock.Section(t, trustedDocs, "## `costgate price`, in the client's build"), "")
 	if len(blocks) == 0 || !strings.HasPrefix(blocks[0], "costgate price ") {
 		t.Fatalf("the section does not open with the synopsis: %q", blocks)
 	}

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -33,31 +32,19 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/costgate/costgate/internal/demo"
+	"github.com/costgate/costgate/internal/mdblock"
 	"github.com/costgate/costgate/internal/nginxtest"
 	"github.com/costgate/costgate/limiter/redistest"
 )
 
-// readmeBlock returns the fenced block of README.md that follows marker:
-// the tests run the README's configs as they are, so the two cannot drift.
-func readmeBlock(t *testing.T, marker string) string {
+// gatewaysPage holds the gateway configs the tests run as they are
+// written, so that the page and what runs cannot drift.
+const gatewaysPage = "docs/gateways.md"
+
+// gatewayBlock is the fenced block of gatewaysPage after marker.
+func gatewayBlock(t *testing.T, marker string) string {
 	t.Helper()
-	data, err := os.ReadFile(repoFile("README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(data), marker)
-	if !ok {
-		t.Fatalf("README.md has no %q", marker)
-	}
-	_, rest, ok = strings.Cut(rest, "```")
-	if ok {
-		_, rest, ok = strings.Cut(rest, "\n") // the info string
-	}
-	block, _, closed := strings.Cut(rest, "\n```")
-	if !ok || !closed {
-		t.Fatalf("no fenced block after %q in README.md", marker)
-	}
-	return block + "\n"
+	return mdblock.After(t, gatewaysPage, marker)
 }
 
 // substitute replaces each old text, which must occur exactly once.
@@ -65,7 +52,7 @@ func substitute(t testing.TB, s string, pairs ...string) string {
 	t.Helper()
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if n := strings.Count(s, pairs[i]); n != 1 {
-			t.Fatalf("the README snippet has %q %d times, want once", pairs[i], n)
+			t.Fatalf("the snippet has %q %d times, want once", pairs[i], n)
 		}
 		s = strings.Replace(s, pairs[i], pairs[i+1], 1)
 	}
@@ -134,14 +121,14 @@ routes:
 graphql: {path: ""}
 `
 
-// A real nginx, configured with the README's snippet, in front of a
+// A real nginx, configured with docs/gateways.md's snippet, in front of a
 // service, costgate as its auth_request: 150 at once, then 429 with
 // Retry-After, the rate-limit headers and the JSON body reaching the
 // client; the login limits per address and per username decision for
 // decision what the embedded middleware answers; headers a client forges
 // change nothing.
 func TestNginxInFront(t *testing.T) {
-	conf := readmeBlock(t, "<!-- the nginx config of TestNginxInFront -->")
+	conf := gatewayBlock(t, "<!-- the nginx config of TestNginxInFront -->")
 	up := startShop(t)
 	at := start(t, nil, "-addr", "127.0.0.1:0", "-config", writeConfig(t, gatewayConfig))
 	ngx := nginxtest.Start(t, func(listen string) string {
@@ -316,7 +303,7 @@ func frontedLimits(t *testing.T, front, direct, gateway string) {
 	})
 }
 
-// envoyRoutes loads the README's Envoy config into Envoy's own types
+// envoyRoutes loads docs/gateways.md's Envoy config into Envoy's own types
 // (protojson, then the generated validation) and returns the domain of its
 // rate-limit filter and its routes.
 func envoyRoutes(t *testing.T) (string, []*routev3.Route) {
@@ -324,20 +311,20 @@ func envoyRoutes(t *testing.T) (string, []*routev3.Route) {
 	return domain, hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()
 }
 
-// envoyListener loads the README's Envoy config as envoyRoutes does and
+// envoyListener loads docs/gateways.md's Envoy config as envoyRoutes does and
 // returns its HTTP connection manager.
 func envoyListener(t *testing.T) (string, *hcmv3.HttpConnectionManager) {
 	t.Helper()
-	js, err := yaml.YAMLToJSON([]byte(readmeBlock(t, "<!-- the Envoy config of TestGatewaysShareOneBudget -->")))
+	js, err := yaml.YAMLToJSON([]byte(gatewayBlock(t, "<!-- the Envoy config of TestGatewaysShareOneBudget -->")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var boot bootstrapv3.Bootstrap
 	if err := protojson.Unmarshal(js, &boot); err != nil {
-		t.Fatalf("the README's Envoy config: %v", err)
+		t.Fatalf("docs/gateways.md's Envoy config: %v", err)
 	}
 	if err := boot.ValidateAll(); err != nil {
-		t.Fatalf("the README's Envoy config: %v", err)
+		t.Fatalf("docs/gateways.md's Envoy config: %v", err)
 	}
 	var hcm hcmv3.HttpConnectionManager
 	if err := boot.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(&hcm); err != nil {
@@ -528,13 +515,13 @@ func cmpOr(a, b string) string {
 
 // The same limits through the embedded middleware, /v1/check and Envoy's
 // gRPC share one budget: one key per client and policy in Redis, whichever
-// door spends it. Both gateways run the README's configs: costgate's
+// door spends it. Both gateways run docs/gateways.md's configs: costgate's
 // envoy section, and Envoy's own config, loaded into Envoy's types, whose
 // actions produce the descriptors sent.
 func TestGatewaysShareOneBudget(t *testing.T) {
 	domain, routes := envoyRoutes(t)
 	rds := redistest.StartServer(t)
-	cfg := substitute(t, readmeBlock(t, "<!-- the costgate config of TestGatewaysShareOneBudget -->"),
+	cfg := substitute(t, gatewayBlock(t, "<!-- the costgate config of TestGatewaysShareOneBudget -->"),
 		`trusted_proxies: ["10.0.0.0/8"]`, `trusted_proxies: ["127.0.0.1/32"]`,
 		`grpc_listen: ":8081"`, `grpc_listen: "127.0.0.1:0"`,
 		`  hash_key: "a long random secret shared by every gateway"`,
@@ -708,7 +695,7 @@ func rawRequest(t *testing.T, from, addr, method, target string, header map[stri
 }
 
 // A username locked out by ten failed POST /login stays locked out through
-// the README's nginx config whatever the spelling of the path: every
+// docs/gateways.md's nginx config whatever the spelling of the path: every
 // spelling nginx passes on, which a forgiving upstream (Express, a servlet
 // container, IIS) routes to its login handler, is answered 429 with the
 // rate-limit headers and never reaches the upstream; the ones nginx refuses
@@ -716,7 +703,7 @@ func rawRequest(t *testing.T, from, addr, method, target string, header map[stri
 // not decodable), never reach it either. Envoy's path_prefix form, which passes the
 // method as the client sent it, denies "post" too.
 func TestNginxEverySpellingOfALockedLogin(t *testing.T) {
-	conf := readmeBlock(t, "<!-- the nginx config of TestNginxInFront -->")
+	conf := gatewayBlock(t, "<!-- the nginx config of TestNginxInFront -->")
 	var mu sync.Mutex
 	var reached []string
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -787,7 +774,7 @@ func TestNginxEverySpellingOfALockedLogin(t *testing.T) {
 	}
 }
 
-// Every spelling of POST /login that the README's Envoy config lets reach
+// Every spelling of POST /login that docs/gateways.md's Envoy config lets reach
 // a forgiving upstream produces the login descriptors, and every spelling
 // of /api/* the api ones: a near miss never goes unlimited through the gRPC
 // door, where costgate does not see the path.

@@ -8,11 +8,11 @@ import (
 	"github.com/costgate/costgate/internal/nginxtest"
 )
 
-// The README's local trial runs: costgate with examples/gateway/costgate.yaml
+// docs/gateways.md's local trial runs: costgate with examples/gateway/costgate.yaml
 // and nginx with examples/gateway/nginx.conf, a whole config around the
-// README's snippet, serve a limited route with the rate-limit headers.
+// page's nginx snippet, serve a limited route with the rate-limit headers.
 func TestNginxTrialConfig(t *testing.T) {
-	snippet := readmeBlock(t, "<!-- the nginx config of TestNginxInFront -->")
+	snippet := gatewayBlock(t, "<!-- the nginx config of TestNginxInFront -->")
 	data, err := os.ReadFile(repoFile("examples/gateway/nginx.conf"))
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +26,7 @@ func TestNginxTrialConfig(t *testing.T) {
 		indented.WriteString(l)
 	}
 	if !strings.Contains(conf, indented.String()) {
-		t.Fatalf("examples/gateway/nginx.conf does not hold the README's nginx snippet (listen 8000)")
+		t.Fatalf("examples/gateway/nginx.conf does not hold docs/gateways.md's nginx snippet (listen 8000)")
 	}
 	up := startShop(t)
 	at := start(t, nil, "-addr", "127.0.0.1:0", "-config", repoFile("examples/gateway/costgate.yaml"))
@@ -47,11 +47,11 @@ func TestNginxTrialConfig(t *testing.T) {
 	}
 }
 
-// The README's nginx snippet in front of the demo config, which trusts no
+// docs/gateways.md's nginx snippet in front of the demo config, which trusts no
 // gateway: the client gets 500 with costgate's reason (add the gateway to
 // identity.trusted_proxies), never a 429 that looks like a rate limit.
 func TestNginxShowsAnUntrustedGateway(t *testing.T) {
-	conf := readmeBlock(t, "<!-- the nginx config of TestNginxInFront -->")
+	conf := gatewayBlock(t, "<!-- the nginx config of TestNginxInFront -->")
 	up := startShop(t)
 	at := start(t, nil, "-addr", "127.0.0.1:0") // the built-in demo config
 	ngx := nginxtest.Start(t, func(listen string) string {

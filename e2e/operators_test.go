@@ -2,34 +2,20 @@ package e2e
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/costgate/costgate/internal/config"
+	"github.com/costgate/costgate/internal/mdblock"
 )
 
 // docBlocks returns the fenced blocks of a Markdown file in language lang,
 // with the heading each comes under.
 func docBlocks(t *testing.T, path, lang string) (blocks []string, headings []string) {
 	t.Helper()
-	data, err := os.ReadFile(repoFile(path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	heading := ""
-	var cur *strings.Builder
-	for _, line := range strings.Split(string(data), "\n") {
-		switch {
-		case cur == nil && strings.HasPrefix(line, "#"):
-			heading = strings.TrimSpace(strings.TrimLeft(line, "#"))
-		case cur == nil && line == "```"+lang:
-			cur = &strings.Builder{}
-		case cur != nil && line == "```":
-			blocks, headings = append(blocks, cur.String()), append(headings, heading)
-			cur = nil
-		case cur != nil:
-			cur.WriteString(line + "\n")
+	for _, b := range mdblock.Blocks(t, mdblock.Page(t, path)) {
+		if b.Lang == lang {
+			blocks, headings = append(blocks, b.Text), append(headings, b.Heading)
 		}
 	}
 	return blocks, headings

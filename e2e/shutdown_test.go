@@ -83,7 +83,7 @@ routes:
 graphql: {path: ""}
 `
 
-// The README's bound holds when a local-first gateway stops: a burst on one
+// docs/redis.md's bound holds when a local-first gateway stops: a burst on one
 // gateway, SIGTERM a few milliseconds later (before its first sync), then the whole load
 // on the other for two seconds admit at most B + r·W (plus one token per
 // gateway for what a sync on the wire may grant twice). Before, what the
@@ -164,7 +164,7 @@ func TestBinarySyncBurstThenSIGTERM(t *testing.T) {
 		t.Errorf("the burst admitted %d before SIGTERM, want at least %d", fromBurst, burst/3)
 	}
 	if got := float64(admitted.Load()); got > bound {
-		t.Errorf("admitted %d in %s on a bucket of %d at %.0f a second: over the README's bound %.1f", admitted.Load(), w.Round(time.Millisecond), burst, rate, bound)
+		t.Errorf("admitted %d in %s on a bucket of %d at %.0f a second: over docs/redis.md's bound %.1f", admitted.Load(), w.Round(time.Millisecond), burst, rate, bound)
 	}
 	if got := admitted.Load(); got < burst*9/10 {
 		t.Errorf("admitted %d, under 90%% of the burst %d: budget lost", got, burst)

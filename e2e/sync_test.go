@@ -17,7 +17,7 @@ import (
 )
 
 // syncConfig runs the gateways of TestSyncGatewayProcesses on one Redis:
-// local-first policies (the README's "Local-first limits") and slow rates,
+// local-first policies (docs/redis.md's "Local-first limits") and slow rates,
 // so that what scheduling delays add to a run's refill is a token or two.
 const syncConfig = `listen: "127.0.0.1:0"
 grpc_listen: "127.0.0.1:0"
@@ -155,7 +155,7 @@ func roundTrips(t *testing.T, gw gatewayProc) (exact, syncs float64) {
 
 // Three costgate processes on one redis-server, with local-first (sync:
 // 100ms) policies: a balanced load on one API key far over the limit
-// admits no more than the README's bound; the whole load on one gateway
+// admits no more than docs/redis.md's bound; the whole load on one gateway
 // admits (nearly) the whole limit, not a third; through Envoy's
 // rate-limit service and /v1/check a key is allowed, then OVER_LIMIT once
 // the lease and the shared budget are spent; and a steady load over 200
@@ -181,7 +181,7 @@ func TestSyncGatewayProcesses(t *testing.T) {
 		if l.err != nil {
 			t.Fatal(l.err)
 		}
-		// The README's bound: B + r·W, W spanning every decision (jitter only
+		// docs/redis.md's bound: B + r·W, W spanning every decision (jitter only
 		// lengthens it, so it cannot make the bound too tight), and N·g for
 		// what a gateway grants while its sync is on the wire beyond its new
 		// lease: g is at most its last lease, 0 or 1 token once over the
@@ -189,7 +189,7 @@ func TestSyncGatewayProcesses(t *testing.T) {
 		bound := burst + rate*l.took.Seconds() + 3
 		t.Logf("balanced: %d of %d checks admitted in %v (bound %.1f)", l.admitted, l.requests, l.took, bound)
 		if float64(l.admitted) > bound {
-			t.Errorf("admitted %d in %v; the README's bound is %.1f", l.admitted, l.took, bound)
+			t.Errorf("admitted %d in %v; docs/redis.md's bound is %.1f", l.admitted, l.took, bound)
 		}
 		if l.admitted < burst*9/10 {
 			t.Errorf("admitted %d, under 90%% of the burst %d: the gateways lost budget", l.admitted, burst)

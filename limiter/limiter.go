@@ -64,6 +64,15 @@ func (l *Limiter) CheckPolicy(p *Policy) error {
 
 // Limiter applies policies to keys through a Store, with the policies' modes
 // and fail modes. It is safe for concurrent use.
+//
+// A denied request consumes nothing. A store error never fails a check: the
+// policy's OnStoreError decides (allow, deny, or local: an in-process store
+// granting limit/gateways, whose policy the decision then carries, so that
+// headers built from it agree), the decision carries the error, and a store
+// call never takes longer than the timeout ([WithTimeout]). Store errors are
+// logged at most once a second per policy, each line with the number of
+// lines it stands for (suppressed=N). [Override]s, which operators set, are
+// applied to each request before its check ([Overrides]).
 type Limiter struct {
 	store     Store
 	storeName string
@@ -134,7 +143,9 @@ func (l *Limiter) Allow(ctx context.Context, p *Policy, key string, cost int64) 
 // charged in order, each atomically, and when one denies, the charges already
 // made are undone so that a denied request consumes nothing anywhere. It
 // returns every decision made (the denying one last) and whether the request
-// may proceed.
+// may proceed. Each policy sees the charges before it: two requests of 100
+// on one key of a 150-token bucket are one granted and one denied (then
+// undone), in every store.
 //
 // A store that implements BatchStore charges them all in one step (one
 // round trip to Redis, whatever the number of policies).

@@ -10,14 +10,35 @@ import (
 // Algorithm names the rate-limiting algorithm of a policy.
 type Algorithm string
 
-// The five rate algorithms. Each takes a weighted cost and is exact at its
-// own definition; see the package documentation for their semantics.
+// The five rate algorithms. Each takes a weighted cost c (at least 1) and is
+// exact at its own definition, with P the period, L the limit, B the burst
+// (the buckets' capacity, L by default) and now the store's clock (Redis
+// TIME, one clock for every gateway), clamped to the newest time the key has
+// seen. Arithmetic is exact in integers (time in microseconds, bucket
+// contents in cost units × P), so Decision.Remaining is never off by one from
+// float rounding; because Redis Lua numbers are doubles, exact to 2^53,
+// [Policy.Validate] refuses a policy whose scaled state could pass that.
 const (
-	TokenBucket   Algorithm = "token_bucket"
-	SlidingLog    Algorithm = "sliding_log"
+	// TokenBucket is a bucket of B tokens refilled at L per P; a request
+	// takes c tokens all or nothing. Refundable. State: tokens and a time.
+	TokenBucket Algorithm = "token_bucket"
+	// SlidingLog allows at most L cost units in any window of length P: a
+	// request made at t counts while now < t+P. State: one entry per granted
+	// request (its cost beside it) and a running total.
+	SlidingLog Algorithm = "sliding_log"
+	// SlidingWindow is the two-counter approximation
+	// prev·(P − elapsed)/P + cur ≤ L, with windows aligned to multiples of P.
 	SlidingWindow Algorithm = "sliding_window"
-	FixedWindow   Algorithm = "fixed_window"
-	LeakyBucket   Algorithm = "leaky_bucket"
+	// FixedWindow is one counter per window. Windows start at a per-key
+	// offset ([Policy.WindowOffset]), so that clients do not all reset at
+	// once. Its known weakness is the boundary burst: L at the end of one
+	// window and L at the start of the next pass within moments, 2·L in all.
+	FixedWindow Algorithm = "fixed_window"
+	// LeakyBucket shapes: with T = P/L a request is admitted when
+	// max(TAT, now) − now + c·T ≤ B·T, and should wait
+	// Decision.Delay = max(TAT, now) − now before it is served. State: the
+	// queue and a time.
+	LeakyBucket Algorithm = "leaky_bucket"
 )
 
 // Concurrency bounds the requests of one key in flight at once, not a
@@ -79,13 +100,15 @@ type Policy struct {
 	// denied, until its retry-after, and denies it again without a round
 	// trip: a hot abusive key stops loading the store. It only denies what
 	// the store would: a cost at least the one denied, before the time the
-	// store said it could pass, forgotten on a refund or undo here.
+	// store said it could pass, forgotten on a refund or undo here. A
+	// refund another gateway made is not seen, so the cache may deny, for at
+	// most that key's retry-after, what the store would by then grant.
 	LocalCache bool
 	// Sync (0: off) makes the policy local-first: each gateway decides from
 	// a lease of the shared budget and reconciles with the store every Sync
-	// (token_bucket, fixed_window and sliding_window; see the README's
-	// "Local-first limits"). A store in one process (memstore) is exact
-	// anyway and ignores it.
+	// (token_bucket, fixed_window and sliding_window; docs/redis.md,
+	// "Local-first limits", gives the bound). A store in one process
+	// (memstore) is exact anyway and ignores it.
 	Sync time.Duration
 	// Lease is, for Concurrency, the longest a hold lives unrenewed
 	// (default DefaultLease): a request in flight renews its holds every

@@ -1,4 +1,4 @@
-// costgate's cost panel, a GraphiQL plugin (see the README's "Playground").
+// costgate's cost panel, a GraphiQL plugin (docs/graphql.md, "Dry runs and debugging").
 // Before a run it prices the document in the editor with a dry run
 // (Costgate-Dry-Run: 1 charges nothing and executes nothing) and shows the
 // per-field breakdown (Costgate-Cost-Debug: 1), costliest paths first; after

@@ -1,5 +1,12 @@
 // Package playground serves gqlgen's GraphiQL page with its JavaScript and CSS
-// embedded in the binary, so that the page works with no internet access.
+// embedded in the binary, so that the page works with no internet access, and
+// costgate's Cost panel in GraphiQL's sidebar (costpanel.js): it prices the
+// editor's document with a dry run as the user types and shows each run's
+// extensions.cost (docs/graphql.md, "Dry runs and debugging").
+//
+//	pg := playground.Handler("costgate", "/graphql")
+//	r.Handle("/", pg)
+//	r.Handle("/assets/*", pg)
 //
 // The page is the one github.com/99designs/gqlgen/graphql/playground.Handler
 // serves with no options (same GraphiQL, React and ReactDOM builds), except
@@ -8,24 +15,6 @@
 // which the same handler serves under "assets/" next to the page. Each
 // package's LICENSE is served beside its files. A Content-Security-Policy
 // keeps the page from loading anything from any other origin.
-//
-// The page adds costgate's Cost panel to GraphiQL's sidebar (costpanel.js):
-// it prices the editor's document with a dry run as the user types and shows
-// each run's extensions.cost (see the README's playground paragraph).
-//
-// Mounting: the handler serves the page at whatever path it is mounted on and
-// the assets below "<that path>/assets/", so it must receive both. With chi,
-// for the page at "/":
-//
-//	pg := playground.Handler("costgate", "/graphql")
-//	r.Handle("/", pg)
-//	r.Handle("/assets/*", pg)
-//
-// or for the page at "/playground" (or "/playground/"):
-// r.Handle("/playground", pg) and r.Handle("/playground/assets/*", pg).
-// (r.Handle rather than r.Get, so that HEAD works too; the handler answers
-// 405 to other methods.) The page links its assets with relative URLs, so it
-// also works behind a proxy that strips a path prefix.
 package playground
 
 import (
@@ -188,7 +177,15 @@ type pageData struct {
 // It serves GET and HEAD: the page (not cached: Cache-Control: no-cache) at
 // any path not below an "assets/" segment, and the embedded files at
 // "<page path>/assets/<package>-<version>/<file>" (immutable, cached for a
-// year). See the package comment for how to mount it.
+// year).
+// It serves the page at whatever path it is mounted on and
+// the assets below "<that path>/assets/", so it must receive both: with chi,
+// r.Handle("/", pg) and r.Handle("/assets/*", pg) for the page at "/" (as in
+// the package comment), or for the page at "/playground" (or "/playground/"):
+// r.Handle("/playground", pg) and r.Handle("/playground/assets/*", pg).
+// (r.Handle rather than r.Get, so that HEAD works too; the handler answers
+// 405 to other methods.) The page links its assets with relative URLs, so it
+// also works behind a proxy that strips a path prefix.
 func Handler(title, endpoint string, opts ...Option) http.Handler {
 	h := &handler{
 		data: pageData{

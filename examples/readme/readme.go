@@ -1,7 +1,8 @@
-// Package readme holds the README's Go snippets, each inside a function
-// that gives it what it names, so that they compile; readme_test.go checks
-// that every Go block of the README's Embedding section is here, line for
-// line.
+// Package readme holds the Go snippets of the README and of
+// docs/embedding.md, each inside a function that gives it what it names, so
+// that they compile; readme_test.go checks that every Go block of the
+// README's "Embedding in one line" and of docs/embedding.md is here, line
+// for line.
 package readme
 
 import (
@@ -9,6 +10,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
@@ -18,6 +20,7 @@ import (
 	generated "github.com/costgate/costgate/graph" // stands in for your gqlgen package
 	"github.com/costgate/costgate/limiter"
 	"github.com/costgate/costgate/limiter/gqllimit"
+	"github.com/costgate/costgate/limiter/header"
 	"github.com/costgate/costgate/limiter/httplimit"
 	"github.com/costgate/costgate/limiter/identity"
 )
@@ -41,6 +44,10 @@ func gqlgenMaxCost(srv *handler.Server) {
 
 func gqlgenBudget(srv *handler.Server) {
 	http.Handle("/query", gqllimit.Handler(srv, gqllimit.Budget(50, time.Second, 1000))) // 1000 at once, 50 a second
+}
+
+func corsExposed(w http.ResponseWriter) {
+	w.Header().Set("Access-Control-Expose-Headers", strings.Join(header.Exposed, ", ")) // the limits, readable by the page
 }
 
 func gqlgenSubscriptions(srv *handler.Server) {

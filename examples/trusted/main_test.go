@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/costgate/costgate/internal/mdblock"
 )
 
 // normalized is text as lines with runs of blanks folded, blank lines left out.
@@ -33,34 +35,18 @@ func contains(haystack, needle []string) bool {
 // Every Go snippet of docs/trusted-documents.md's embedding section stands,
 // line for line, in main.go, which this package builds and runs.
 func TestDocsSnippetsCompile(t *testing.T) {
-	docs, err := os.ReadFile("../../docs/trusted-documents.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	src, err := os.ReadFile("main.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(docs), "\n## Embedded in your gqlgen server\n")
-	if !ok {
-		t.Fatal("the docs have no embedding section")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	n := 0
-	for {
-		_, rest, ok := strings.Cut(section, "\n```go\n")
-		if !ok {
-			break
-		}
-		block, after, _ := strings.Cut(rest, "\n```\n")
-		n++
+	blocks := mdblock.Fenced(t, mdblock.Section(t, "docs/trusted-documents.md", "## Embedded in your gqlgen server"), "go")
+	for _, block := range blocks {
 		if !contains(normalized(string(src)), normalized(block)) {
 			t.Errorf("a docs snippet is not in main.go (so never compiled):\n%s", block)
 		}
-		section = after
 	}
-	if n != 2 {
-		t.Errorf("found %d Go snippets, want 2", n)
+	if len(blocks) != 2 {
+		t.Errorf("found %d Go snippets, want 2", len(blocks))
 	}
 }
 

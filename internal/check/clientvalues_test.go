@@ -36,7 +36,7 @@ func ipPolicy() *limiter.Policy {
 	return &limiter.Policy{Name: "per_ip", Algorithm: limiter.FixedWindow, Limit: 3, Period: time.Hour, Key: []string{identity.PartIP}}
 }
 
-// clientValueDomain is the README's edge domain with a header part (with
+// clientValueDomain is docs/gateways.md's edge domain with a header part (with
 // and without an address entry on its path) and a route part.
 func clientValueDomain() map[string][]check.Descriptor {
 	return edgeDomain(

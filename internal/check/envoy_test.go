@@ -26,7 +26,7 @@ import (
 	"github.com/costgate/costgate/limiter/redistest"
 )
 
-// edgeDomain is the README's mapping: Envoy's actions generic_key,
+// edgeDomain is docs/gateways.md's mapping: Envoy's actions generic_key,
 // remote_address and request_headers (skip_if_absent) produce these
 // descriptors.
 func edgeDomain(extra ...check.Descriptor) map[string][]check.Descriptor {

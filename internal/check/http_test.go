@@ -58,7 +58,7 @@ func serve(h http.Handler, cr checkReq) *httptest.ResponseRecorder {
 	return w
 }
 
-// nginxCheck is the sub-request of the README's nginx config (without its
+// nginxCheck is the sub-request of docs/gateways.md's nginx config (without its
 // deny_status=403: the tests compare with the middleware's 429).
 func nginxCheck(method, uri, client string, extra map[string]string) checkReq {
 	h := map[string]string{
@@ -169,7 +169,7 @@ func TestCheckNamesTheOriginalRequest(t *testing.T) {
 }
 
 // The burst through the check: 150 at once, each with the headers of the
-// state it left, then 429 with Retry-After and the body of the README's "REST and login limits"; with
+// state it left, then 429 with Retry-After and the body of docs/rest.md's "Headers and denials"; with
 // deny_status=403 the same denial as 403, its body also in a header for
 // nginx. A denial charges nothing.
 func TestCheckBurst(t *testing.T) {

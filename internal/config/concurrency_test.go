@@ -1,7 +1,6 @@
 package config
 
 import (
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -85,31 +84,5 @@ routes:
 	}
 	if c.ServesCheck() {
 		t.Error("ServesCheck with gateway.check: false")
-	}
-}
-
-// Every YAML block of docs/configuration.md is a config file that loads.
-func TestDocsConfigurationSnippets(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/configuration.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rest, n := string(doc), 0
-	for {
-		_, block, ok := strings.Cut(rest, "\n```yaml\n")
-		if !ok {
-			break
-		}
-		yaml, after, ok := strings.Cut(block, "\n```\n")
-		if !ok {
-			t.Fatal("an unclosed yaml block")
-		}
-		rest, n = after, n+1
-		if _, err := Parse("docs/configuration.md", []byte(yaml)); err != nil {
-			t.Errorf("snippet %d does not load: %v\n%s", n, err, yaml)
-		}
-	}
-	if n < 2 {
-		t.Errorf("found %d yaml blocks, want 2 or more", n)
 	}
 }

@@ -29,7 +29,7 @@ import (
 	"github.com/costgate/costgate/limiter/redisstore"
 )
 
-// demoYAML is the built-in demo config, the YAML block of the README's "Configuration". Demo
+// demoYAML is the built-in demo config, the YAML block of docs/configuration.md's "The config file". Demo
 // parses it with the same parser as a file, so the two cannot drift.
 const demoYAML = `listen: ":8080"
 # server: {max_conns_per_ip: 5000}   # default: a quarter of the open-file limit
@@ -114,7 +114,7 @@ const (
 	MinHashKeyLen = identity.MinHashKeyLen
 )
 
-// Config is the server's configuration, field for field the YAML of the README's "Configuration".
+// Config is the server's configuration, field for field the YAML of docs/configuration.md.
 // Build one with Parse, Load or Demo; they validate it. It maps the file
 // onto the libraries' configurations (see build.go), which own the
 // defaults and the rules.
@@ -472,7 +472,7 @@ func joinErrors(errs []*Error) error {
 	return errors.Join(out...)
 }
 
-// Demo returns the built-in demo config of the README's "Configuration": the in-memory store,
+// Demo returns the built-in demo config of docs/configuration.md: the in-memory store,
 // no trusted proxies, two demo API keys. Each call returns a fresh copy.
 func Demo() *Config {
 	c, err := parse(DemoName, []byte(demoYAML), false)

@@ -63,7 +63,7 @@ func TestDemoConfig(t *testing.T) {
 		for name, p := range policies {
 			t.Logf("got %s: %+v", name, *p)
 		}
-		t.Errorf("LimiterPolicies() differs from the README's demo config")
+		t.Errorf("LimiterPolicies() differs from the demo config docs/configuration.md shows")
 	}
 
 	wantRoutes := []routelimit.Route{

@@ -14,7 +14,7 @@ policies:
 
 // graphql.costs prices the example API over its SDL's own directives.
 func TestExampleAPICostsOverlay(t *testing.T) {
-	// The README's worked example (GraphQL cost), 61 from the SDL; with Product weighing 3 and
+	// docs/graphql.md's worked example ("The price"), 61 from the SDL; with Product weighing 3 and
 	// variants assumed at 2 whatever first says:
 	// 1 × (1 + 10 × (3 + 2 × 1)) = 51.
 	const q = `{ products(first: 10) { nodes { id title variants(first: 5) { id } } } }`

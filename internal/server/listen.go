@@ -23,7 +23,7 @@ import (
 	"github.com/costgate/costgate/limiter/redisstore"
 )
 
-// Connection deadlines (README, "The server"): a slow reader or writer
+// Connection deadlines (docs/configuration.md, "Connections"): a slow reader or writer
 // cannot hold a connection, and with it a file descriptor, for long.
 const (
 	ReadHeaderTimeout = 10 * time.Second

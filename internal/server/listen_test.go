@@ -18,7 +18,7 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// The README's connection deadlines, on the server the command runs.
+// docs/configuration.md's connection deadlines, on the server the command runs.
 func TestHTTPServerDeadlines(t *testing.T) {
 	hs := HTTPServer(http.NotFoundHandler(), slog.New(slog.DiscardHandler))
 	for _, d := range []struct {

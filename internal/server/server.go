@@ -120,7 +120,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // streamWriter keeps an SSE stream open past the server's read and write
-// timeouts (README, "The server"), which bound a request and a write, not a
+// timeouts (docs/configuration.md, "Connections"), which bound a request and a write, not a
 // subscription: from its first write, by when the request has been read,
 // the connection has no read deadline, and each write gets WriteTimeout of
 // its own, so that a client that stops reading is still cut off.
@@ -345,7 +345,7 @@ func (s *Server) build(cfg *config.Config, st *state) (http.Handler, *check.Rate
 	return r, rls, nil
 }
 
-// demoQuery opens the demo's playground: the worked example of the README's "GraphQL cost".
+// demoQuery opens the demo's playground: the worked example of docs/graphql.md ("The price").
 const demoQuery = `# costgate prices this operation from the schema's @cost and @listSize
 # before it runs: see extensions.cost in the answer.
 {

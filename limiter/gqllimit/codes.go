@@ -2,7 +2,11 @@ package gqllimit
 
 import "github.com/costgate/costgate/complexity"
 
-// Error codes, in errors[0].extensions.code.
+// Error codes, in errors[0].extensions.code. docs/graphql.md ("Answers")
+// gives each one's HTTP status and when it is answered. A request refused
+// before it runs is charged Limits.RejectionCost, or what reading it took
+// when that is more; a throttled one (429 with Retry-After) is charged
+// nothing, so that a client that backs off recovers.
 const (
 	CodeThrottled = "THROTTLED"
 	// An operator's deny override blocks the caller (403).
@@ -44,7 +48,9 @@ const (
 // Request headers.
 const (
 	// HeaderDryRun: "1" prices the operation, charges nothing, executes
-	// nothing, and returns extensions.cost.
+	// nothing, and answers data null with extensions.cost. A root
+	// rateLimit(dryRun: true) field (GitHub's) does the same but answers
+	// data.rateLimit, the other root fields left out.
 	HeaderDryRun = "Costgate-Dry-Run"
 	// HeaderCostDebug: "1" adds extensions.cost.fields, the cost per field path.
 	HeaderCostDebug = "Costgate-Cost-Debug"

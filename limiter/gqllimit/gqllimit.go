@@ -231,7 +231,18 @@ type Limiter struct {
 	executor  atomic.Bool // a handler of costgate's own (gqlproxy) admits operations
 }
 
-// New checks cfg and returns a Limiter.
+// New checks cfg and returns a Limiter. It refuses a setup that would
+// charge nothing: no Limiter or Identity, no Policy, or a Policy that is not
+// a token_bucket (refunds need one) or has no key. The caller is worked out
+// by cfg.Identity, shared with the other doors: an identity httplimit
+// resolved earlier in the chain is read back from the context, not worked
+// out again.
+//
+// [Limiter.Middleware] and [Limiter.Extension] are the two halves: the
+// middleware reads and checks each request and writes the HTTP status and
+// headers, the extension prices, charges and refunds inside gqlgen.
+// [Limiter.Handler] installs both; package gqlproxy serves the same
+// middleware in front of any GraphQL upstream.
 func New(cfg Config) (*Limiter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("gqllimit: %w", err)

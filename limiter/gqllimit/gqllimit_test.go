@@ -18,7 +18,7 @@ import (
 	"github.com/costgate/costgate/limiter/memstore"
 )
 
-// The README's worked example ("GraphQL cost"), end to end: it costs 61, the bucket is charged
+// docs/graphql.md's worked example ("The price"), end to end: it costs 61, the bucket is charged
 // 61, and what was not used (the shop has fewer variants than asked for) is
 // refunded: currentlyAvailable goes back up by exactly requested − actual.
 func TestChargeAndRefund(t *testing.T) {

@@ -111,7 +111,7 @@ func LimitByAPIKey(limit int, period time.Duration, keys identity.Lookup, opts .
 // Limit limits each key that key returns to limit requests per period. The
 // middleware limits every request it sees: under r.With or r.Group it
 // limits that route or group, no Route needed. Each response carries the
-// rate-limit headers; a denial is 429 with Retry-After (see the package doc).
+// rate-limit headers; a denial is 429 with Retry-After (as [Middleware]'s).
 //
 // Limit, LimitByIP and LimitByAPIKey check their arguments when called and
 // panic on a programmer's error (a limit or period below 1, a nil key

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) { redistest.Main(m, &redisServer) }
 
 var prefixSeq atomic.Int64
 
-// The policies of the README's demo config.
+// The policies of the demo config (docs/configuration.md).
 func apiPolicy() *limiter.Policy {
 	return &limiter.Policy{Name: "api", Algorithm: limiter.TokenBucket, Limit: 1000, Period: time.Minute, Burst: 150,
 		Key: []string{"tenant", "api_key"}, OnStoreError: limiter.FailAllow}

@@ -51,7 +51,8 @@ type Route struct {
 	// "/api", "/api/" and "/api/products/7", not "/apis"); any other path
 	// matches that path and its format suffixes ("/login" matches "/login"
 	// and "/login.json"). Both are compared with the request's path
-	// normalised (see the package doc), so without case and trailing
+	// normalised (docs/gateways.md, "Path normalisation": decoded, dot
+	// segments resolved, ;parameters removed), so without case and trailing
 	// slashes. This is the config file's `match` syntax.
 	Pattern string
 	// Policies are charged in order, all or nothing. An empty list exempts
@@ -60,11 +61,33 @@ type Route struct {
 }
 
 // Middleware limits HTTP requests by the policies of the route they match.
+// Each policy of the route is charged for the request's identity, in order
+// and all or nothing: a request one policy denies consumes nothing from the
+// others. Every limited response carries X-RateLimit-Limit, -Remaining,
+// -Reset and the IETF draft's RateLimit-Policy and RateLimit (package
+// header's Set);
+// a denial is 429 with Retry-After and a JSON body ([CodeRateLimit]), a store
+// outage on a policy that fails closed 503 ([CodeUnavailable]). A
+// leaky_bucket policy holds a request for its turn while its queue has room
+// instead of refusing it; a shadow-mode policy never denies and sends no
+// headers.
 type Middleware struct {
 	engine *routelimit.Middleware
 }
 
-// New checks cfg and returns a Middleware.
+// New checks cfg and returns a Middleware. It refuses, with the field and
+// the reason ([Config.Validate]), what would limit nothing or fail later: no
+// routes, a route without policies, a policy without a key or that does not
+// validate, a route an earlier one shadows.
+//
+// The caller is worked out by cfg.Identity, shared with the other doors
+// (gqllimit, the gateway check): once per request, then read back from the
+// context. A route whose policies key by username reads the JSON login
+// body's "username" for it, without consuming the body; a username over 256
+// bytes, or a body naming "username" twice or in another letter case, is
+// refused with 400 after being charged to the route's other policies. An
+// unknown API key answers 401 after being charged to the anonymous identity
+// (the client address), so that guessing keys is limited too.
 func New(cfg Config) (*Middleware, error) {
 	m, err := routelimit.New(cfg.engine())
 	if err != nil {
@@ -76,8 +99,10 @@ func New(cfg Config) (*Middleware, error) {
 // Handler limits the requests that match a route; it fits chi.Router.Use
 // and r.With. Used after chi has routed the request (in a Group or With),
 // the `route` key part is chi's route pattern; used before, it is the
-// matched Route's path. A path that does not normalise (see the package
-// doc) is answered 400.
+// matched Route's path. The path is matched normalised, and also as a
+// server that does not normalise reads it (docs/gateways.md, "Path
+// normalisation"); a path that does not decode, or that the two readings
+// put on two different limited routes, is answered 400.
 func (m *Middleware) Handler(next http.Handler) http.Handler { return m.engine.Handler(next) }
 
 // Error codes of the JSON error bodies.

@@ -21,14 +21,31 @@ import (
 )
 
 // Key parts a policy's Key may name, besides header:NAME and the names of
-// Config.Parts.
+// Config.Parts. A request that has no value for api_key, header:NAME or an
+// application's part is keyed by its client address in that place, never by
+// an empty value: a missing header can never put every caller into one
+// bucket. Every part enters a store key only through a keyed hash
+// (HMAC-SHA-256 with Config.HashKey): no secret or personal data reaches
+// Redis.
 const (
-	PartIP       = "ip"
-	PartAPIKey   = "api_key"
-	PartTenant   = "tenant"
-	PartPlan     = "plan"
+	// PartIP is the client address ([ClientIP]); IPv6 grouped by /64.
+	PartIP = "ip"
+	// PartAPIKey is the key from the API-key header, when the Lookup knows
+	// it; a caller without one is anonymous and its address stands in. A key
+	// the Lookup does not know marks the identity UnknownKey: the doors
+	// answer 401 after charging the request to the anonymous identity, so
+	// guessing keys is itself limited, and no state is keyed by a guessed
+	// key.
+	PartAPIKey = "api_key"
+	// PartTenant and PartPlan are what the Lookup says of the key;
+	// "anonymous" without one.
+	PartTenant = "tenant"
+	PartPlan   = "plan"
+	// PartUsername is the login username, read by httplimit from a JSON body
+	// (NFKC, case folded, so "Alice" and "ＡＬＩＣＥ" are one user).
 	PartUsername = "username"
-	PartRoute    = "route"
+	// PartRoute is the method and route pattern the request matched.
+	PartRoute = "route"
 	// PartHeaderPrefix starts a key part taken from a request header:
 	// "header:X-Org-Id".
 	PartHeaderPrefix = "header:"

@@ -39,7 +39,7 @@ func TestClientIP(t *testing.T) {
 		{"IPv6 hop through a trusted v6 proxy", "[fd00::1]:443", []string{"2001:db8:aa:bb:cc::1"}, nil, "2001:db8:aa:bb::/64"},
 		{"IPv4-mapped IPv6 is IPv4", "[::ffff:198.51.100.9]:80", nil, nil, "198.51.100.9/32"},
 		{"zone is dropped", "[fe80::1%eth0]:80", nil, nil, "fe80::/64"},
-		// The README ("REST and login limits"): hops may carry ports, brackets and zones.
+		// docs/rest.md ("Who pays"): hops may carry ports, brackets and zones.
 		{"hop with a port", "10.0.0.2:443", []string{"198.51.100.7:4444"}, nil, "198.51.100.7/32"},
 		{"bracketed v6 hop with a port", "10.0.0.2:443", []string{"[2001:db8::1]:4444"}, nil, "2001:db8::/64"},
 		{"bracketed v6 hop", "10.0.0.2:443", []string{"[2001:db8::1]"}, nil, "2001:db8::/64"},

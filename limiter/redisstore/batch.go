@@ -18,7 +18,10 @@ var _ limiter.BatchStore = (*Store)(nil)
 // standalone or Sentinel Redis) go in one script, all or nothing inside it.
 // A Cluster spreads the policies' keys over slots: each slot's script is
 // sent at once, in parallel, and when one denies, the charges the others
-// made are undone (a second round trip, only then).
+// made are undone (a second round trip, only then). The policies apply in
+// order: a request on a key an earlier one charged sees that charge (the
+// script makes it first, and on a denial puts the key back as it was, DUMP
+// and RESTORE).
 func (s *Store) TakeAll(ctx context.Context, reqs []limiter.Request) ([]limiter.Decision, error) {
 	for _, r := range reqs {
 		if s.scripts[r.Policy.Algorithm] == nil {

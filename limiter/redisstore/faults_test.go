@@ -26,7 +26,7 @@ import (
 	"github.com/costgate/costgate/limiter/redistest"
 )
 
-// The fault tests of the README's Redis section: each one starts its own Redis processes, puts
+// The fault tests of docs/redis.md ("Timeouts, failures and failovers"): each one starts its own Redis processes, puts
 // load on them from several goroutines and limiters, breaks something, and
 // measures what the checks saw. Each prints (t.Logf) requests, admissions,
 // errors, check latency during the fault and the time to recover.

@@ -12,7 +12,7 @@ import (
 	"github.com/costgate/costgate/limiter"
 )
 
-// Local-first policies (limiter.Policy.Sync; the README's "Local-first
+// Local-first policies (limiter.Policy.Sync; docs/redis.md, "Local-first
 // limits"). A gateway leases a part of a key's shared budget and grants from
 // it in process; every sync interval it gives the lease back, pushes what it
 // granted and takes a new lease, all keys of one node in one pipeline.

@@ -197,7 +197,7 @@ func syncBucket(t *testing.T, limit int64, period time.Duration, burst int64, sy
 
 // Balanced load on one key, well over the limit: in every window the
 // gateways together admit no more than an exact limiter would (the
-// README's bound with Redis up: B + r·W), and not much less.
+// docs/redis.md's bound with Redis up: B + r·W), and not much less.
 func TestSyncBalancedLoadStaysWithinBound(t *testing.T) {
 	for _, b := range backends() {
 		for _, n := range []int{3, 6} {

@@ -1,65 +1,13 @@
 // Package redisstore is the limiter.Store shared by every gateway through
 // Redis: standalone, Sentinel or Cluster, through any go-redis v9 client.
-//
 // Each algorithm is one Lua script (lua/*.lua, embedded), so a check is one
-// round trip and atomic: there is no check-then-act between gateways. The
-// scripts take the time from Redis TIME, one clock for all gateways, unless a
-// clock is injected for tests; they compute in integers; every key they write
-// carries a TTL no longer than its state needs; and all keys of one identity
-// share a hash tag, so one Cluster slot.
+// round trip and atomic, with no check-then-act between gateways.
 //
-// A script is never retried by the client library: go-redis resends a command
-// whose reply was lost, which would run the script (and charge) twice. Scripts
-// go out as commands (and pipelines) marked NoRetry; EVALSHA falls back to
-// EVAL on NOSCRIPT.
+//	store, err := redisstore.Open(redisstore.ClientOptions{URL: "redis://127.0.0.1:6379/0"}, nil)
 //
-// # Nodes, timeouts and breakers
-//
-// Checks go to the node that owns the key: the one server of a standalone
-// or Sentinel client, or the master of the key's slot in a Cluster. While
-// Redis answers fast and no pipeline is out, a check makes its round trip
-// itself (a store from [Open] only: its connections tell a late read from a
-// late reply). Otherwise it goes through the node's queue: a few workers
-// send whatever is queued as one pipeline. Each node has its own breaker: a
-// failing master affects only the keys it owns. A check waits for its reply only
-// until its context's deadline; the pipeline waits on, up to ReplyWait, so a
-// late reply is read and its connection kept. A reply already waiting in a
-// socket when the deadline passes (the gateway short of CPU, not Redis
-// slow) is not a timeout. In a Cluster the slot map is refreshed on the
-// first error from a node and every 100ms while one fails, so a failover is
-// followed as soon as Redis has promoted a replica. A node's breaker opens
-// after a few consecutive failures and lets a probe through every 50ms, so
-// checks skip a node for no longer than it fails plus about one probe.
-//
-// # Batches
-//
-// [Store.TakeAll] (limiter.BatchStore) applies all of a request's policies in
-// one script, all or nothing inside it: one round trip however many
-// policies. They are applied in order: a request on a key an earlier one
-// charged sees that charge (the script makes it first, and on a denial puts
-// the key back as it was, DUMP and RESTORE). On a Cluster each slot's
-// policies go in their own script (one key's requests share a slot), the
-// scripts in parallel, and charges are undone across slots only when one
-// denies.
-//
-// # Redis's own limits
-//
-// Every key carries a TTL, so a Redis at maxmemory evicts them under any
-// maxmemory-policy but noeviction, and each eviction resets a limit. A
-// store refuses to open over such a node with an [*EvictionError] unless
-// [Options.AllowEviction]; either way it reads each node's policy and
-// evictions again on new connections and every [InfoInterval], and
-// [Store.Health] reports them. The store's own dialer keeps go-redis's dial
-// gate open, so the first check after Redis is back succeeds (dial.go).
-//
-// # Wiring
-//
-// [Open] builds a go-redis client for a URL, Cluster seeds or Sentinel, set
-// up for the store (see [NewClient]), and the store over it; [Store.Health]
-// tells readiness up, down, breaker open or out of memory, per node; the
-// store breaks per node itself.
-// For a Cluster, set cluster-require-full-coverage no on the servers: with
-// the default, every master refuses all keys while one shard fails over.
+// docs/redis.md says how checks travel, what keys look like and cost, what
+// local-first policies (limiter.Policy.Sync) may overshoot, and how to size
+// and run Redis for them.
 package redisstore
 
 import (
@@ -137,8 +85,42 @@ type Options struct {
 	AllowEviction bool
 }
 
-// Store is a limiter.Store backed by Redis. It sends checks node by node,
-// with a breaker per node; see the package documentation. Close stops it.
+// Store is a limiter.Store backed by Redis. Close stops it.
+//
+// The scripts take the time from Redis TIME, one clock for all gateways
+// (unless Options.Clock is injected for tests); they compute in integers;
+// every key they write carries a TTL no longer than its state needs; and all
+// keys of one identity share a hash tag, so one Cluster slot. A script is
+// never retried by the client library: go-redis resends a command whose
+// reply was lost, which would run the script (and charge) twice, so scripts
+// go out as commands (and pipelines) marked NoRetry; EVALSHA falls back to
+// EVAL on NOSCRIPT.
+//
+// Checks go to the node that owns the key: the one server of a standalone
+// or Sentinel client, or the master of the key's slot in a Cluster. While
+// Redis answers fast and no pipeline is out, a check makes its round trip
+// itself (a store from [Open] only: its connections tell a late read from a
+// late reply). Otherwise it goes through the node's queue: a few workers
+// send whatever is queued as one pipeline. Each node has its own breaker: a
+// failing master affects only the keys it owns. A check waits for its reply only
+// until its context's deadline; the pipeline waits on, up to ReplyWait, so a
+// late reply is read and its connection kept. A reply already waiting in a
+// socket when the deadline passes (the gateway short of CPU, not Redis
+// slow) is not a timeout. In a Cluster the slot map is refreshed on the
+// first error from a node and every 100ms while one fails, so a failover is
+// followed as soon as Redis has promoted a replica. A node's breaker opens
+// after a few consecutive failures and lets a probe through every 50ms, so
+// checks skip a node for no longer than it fails plus about one probe.
+//
+// Every key carries a TTL, so a Redis at maxmemory evicts them under any
+// maxmemory-policy but noeviction, and each eviction resets a limit: a store
+// refuses to open over such a node with an [*EvictionError] unless
+// [Options.AllowEviction], reads each node's policy and evictions again on
+// new connections and every [InfoInterval], and reports them in
+// [Store.Health]. The store's own dialer keeps go-redis's dial gate open, so
+// the first check after Redis is back succeeds (dial.go). For a Cluster, set
+// cluster-require-full-coverage no on the servers: with the default, every
+// master refuses all keys while one shard fails over.
 type Store struct {
 	client  redis.UniversalClient
 	cluster *redis.ClusterClient // set for a Cluster client

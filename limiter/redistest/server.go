@@ -22,7 +22,17 @@ const startAttempts = 5
 var ErrClosed = errors.New("redistest: server closed")
 
 // Server is a standalone (or cluster-node) redis-server child process.
-// Its methods are safe for concurrent use.
+// Its methods are safe for concurrent use, and so are many test binaries
+// starting servers at once (go test ./... runs packages in parallel): ports
+// are picked by the kernel, a start that loses the race for a port is
+// retried on another, and readiness is reported only once the answering
+// server is verified to be the child started (by its process id). On Linux
+// a child gets SIGKILL if the test binary dies without closing it.
+//
+// Failure tests stop and restart it on the same port ([Server.Stop],
+// [Server.Start], [Server.Restart]), kill it as kill -9 does
+// ([Server.Kill]) or hang it with SIGSTOP and SIGCONT ([Server.Freeze],
+// [Server.Thaw]).
 type Server struct {
 	bin     string
 	cfg     *config
