@@ -195,7 +195,7 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		l.prePrice(st, doc) // who pays is not known: there is no bucket to read
 		return st, r, nil, identityUnavailable()
 	}
-	if id.UnknownKey {
+	if l.refusesKey(id) {
 		l.unknownKey(w, r, st)
 		return nil, r, nil, nil
 	}
