@@ -124,9 +124,10 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 			return nil, r, nil, reject(http.StatusUnsupportedMediaType, CodeBadRequest, "send GraphQL as application/json (or GET)")
 		}
 	case http.MethodOptions:
-		// What gqlgen's transport.Options answers; nothing runs, nothing is charged.
+		// What gqlgen's transport.Options answers (200, the methods served,
+		// no body); nothing runs, nothing is charged.
 		w.Header().Set("Allow", "OPTIONS, GET, POST")
-		w.WriteHeader(http.StatusNoContent)
+		w.WriteHeader(http.StatusOK)
 		return nil, r, nil, nil
 	default:
 		w.Header().Set("Allow", "OPTIONS, GET, POST")
