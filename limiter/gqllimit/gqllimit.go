@@ -229,7 +229,15 @@ type Limiter struct {
 	trust     *trust      // nil without Config.TrustedDocuments
 	installed atomic.Bool // the extension was added to a gqlgen server
 	executor  atomic.Bool // a handler of costgate's own (gqlproxy) admits operations
+	// keyless: the API-key header is no identity (Handler without
+	// WithIdentity, whose embedder configured no key): a request sending
+	// one is limited by its address like any other, not answered 401.
+	keyless bool
 }
+
+// refusesKey reports an API key to answer 401: one the Resolver does not
+// know, when the embedder configured API keys.
+func (l *Limiter) refusesKey(id *identity.Identity) bool { return id.UnknownKey && !l.keyless }
 
 // New checks cfg and returns a Limiter. It refuses a setup that would
 // charge nothing: no Limiter or Identity, no Policy, or a Policy that is not

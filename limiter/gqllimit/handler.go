@@ -16,9 +16,11 @@ import (
 // Budget is a cost budget per caller: burst points at once, refilled at
 // limit points per period, charged each operation's cost. Callers are told
 // apart by API key and tenant (identity.Config.APIKeys, given through
-// WithIdentity), and by client address without a key; a request sending
-// an X-API-Key that the Resolver does not know is answered 401 once charged
-// to its address (with Handler's own Resolver, any key is unknown).
+// WithIdentity), and by client address without a key; with WithIdentity, a
+// request sending an X-API-Key that the Resolver does not know is answered
+// 401 once charged to its address. Without WithIdentity no API key is
+// configured: the header is the application's own, and a request sending
+// it is limited by its address like any other.
 func Budget(limit int64, period time.Duration, burst int64) *limiter.Policy {
 	return &limiter.Policy{Name: "graphql", Algorithm: limiter.TokenBucket, Limit: limit, Period: period, Burst: burst,
 		Key: []string{identity.PartTenant, identity.PartAPIKey}}
@@ -75,6 +77,11 @@ func newForHandler(policy *limiter.Policy, opts []Option) (*Limiter, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return New(Config{Limiter: lim, Identity: ids, Policy: policy, Limits: o.limits, Logger: o.logger,
+	l, err := New(Config{Limiter: lim, Identity: ids, Policy: policy, Limits: o.limits, Logger: o.logger,
 		PersistedQueries: NewPersistedQueryCache(0, 0), TrustedDocuments: o.trusted})
+	if err != nil {
+		return nil, err
+	}
+	l.keyless = o.ids == nil // no API key configured: X-API-Key is the application's own header
+	return l, nil
 }

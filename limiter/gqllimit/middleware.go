@@ -124,9 +124,10 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 			return nil, r, nil, reject(http.StatusUnsupportedMediaType, CodeBadRequest, "send GraphQL as application/json (or GET)")
 		}
 	case http.MethodOptions:
-		// What gqlgen's transport.Options answers; nothing runs, nothing is charged.
+		// What gqlgen's transport.Options answers (200, the methods served,
+		// no body); nothing runs, nothing is charged.
 		w.Header().Set("Allow", "OPTIONS, GET, POST")
-		w.WriteHeader(http.StatusNoContent)
+		w.WriteHeader(http.StatusOK)
 		return nil, r, nil, nil
 	default:
 		w.Header().Set("Allow", "OPTIONS, GET, POST")
@@ -195,7 +196,7 @@ func (l *Limiter) prepare(w http.ResponseWriter, r *http.Request) (*state, *http
 		l.prePrice(st, doc) // who pays is not known: there is no bucket to read
 		return st, r, nil, identityUnavailable()
 	}
-	if id.UnknownKey {
+	if l.refusesKey(id) {
 		l.unknownKey(w, r, st)
 		return nil, r, nil, nil
 	}

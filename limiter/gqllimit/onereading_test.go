@@ -450,7 +450,7 @@ func TestOptionsAndOtherMethods(t *testing.T) {
 	for _, tc := range []struct {
 		method string
 		status int
-	}{{"OPTIONS", http.StatusNoContent}, {"PUT", http.StatusMethodNotAllowed}, {"DELETE", http.StatusMethodNotAllowed}} {
+	}{{"OPTIONS", http.StatusOK}, {"PUT", http.StatusMethodNotAllowed}, {"DELETE", http.StatusMethodNotAllowed}} {
 		req := httptest.NewRequest(tc.method, "/graphql", nil)
 		w := httptest.NewRecorder()
 		e.handler.ServeHTTP(w, req)

@@ -24,9 +24,11 @@ type options struct {
 func WithStore(store limiter.Store) Option { return func(o *options) { o.store = store } }
 
 // WithIdentity says who pays: its API keys, plans, trusted proxies and hash
-// key (default: a Resolver knowing no API key and trusting no proxy, with a
-// random hash key). Share the one httplimit uses, so that a request is
-// resolved once.
+// key; an X-API-Key (its APIKeyHeader) it does not know is answered 401.
+// Share the one httplimit uses, so that a request is resolved once. The
+// default knows no API key and trusts no proxy, with a random hash key:
+// every caller is its client address, and an X-API-Key the application
+// sends for its own use is left to it.
 func WithIdentity(ids *identity.Resolver) Option { return func(o *options) { o.ids = ids } }
 
 // WithLimits sets the static limits (max cost, depth, aliases, ...); a zero

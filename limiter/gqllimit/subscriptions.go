@@ -146,7 +146,7 @@ func (l *Limiter) upgrade(w http.ResponseWriter, r *http.Request, next http.Hand
 		l.fail(w, r, nil, identityUnavailable())
 		return
 	}
-	if id.UnknownKey {
+	if l.refusesKey(id) {
 		l.unknownKey(w, r, &state{lim: l, id: id})
 		return
 	}

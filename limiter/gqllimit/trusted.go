@@ -549,7 +549,7 @@ func (l *Limiter) untrusted(w http.ResponseWriter, r *http.Request, st *state, s
 		return nil, r, nil, e // costgate's fault: nothing charged
 	case st.id == nil:
 		return nil, r, nil, identityUnavailable()
-	case st.id.UnknownKey:
+	case l.refusesKey(st.id):
 		l.unknownKey(w, r, st)
 		return nil, r, nil, nil
 	}
