@@ -34,6 +34,23 @@ type metrics struct {
 	// document, and the loads of the list that failed.
 	trustedRequests   *prometheus.CounterVec
 	trustedLoadErrors prometheus.Counter
+
+	// The series of the vectors above that a check or a GraphQL request
+	// records, resolved once per label values (series.go): the hot path
+	// hashes no labels.
+	decisionSeries  *series[decisionKey, prometheus.Counter]
+	durationSeries  *series[string, prometheus.Observer] // by store
+	errorSeries     *series[string, prometheus.Counter]  // by store
+	overflowSeries  *series[string, prometheus.Counter]  // by policy
+	costSeries      *series[string, prometheus.Observer] // by kind
+	rejectionSeries *series[string, prometheus.Counter]  // by code
+	trustedSeries   *series[string, prometheus.Counter]  // by how named
+}
+
+// decisionKey are costgate_decisions_total's label values.
+type decisionKey struct {
+	policy  string
+	outcome limiter.Outcome
 }
 
 func newMetrics() *metrics {
@@ -96,20 +113,38 @@ func newMetrics() *metrics {
 	for _, by := range []string{gqllimit.TrustedByDocumentID, gqllimit.TrustedByHash, gqllimit.TrustedByText, gqllimit.TrustedUnlisted} {
 		m.trustedRequests.WithLabelValues(by) // every series from the start, at 0
 	}
+	m.decisionSeries = newSeries(func(k decisionKey) prometheus.Counter {
+		return m.decisions.WithLabelValues(k.policy, string(k.outcome))
+	})
+	m.durationSeries = newSeries(func(store string) prometheus.Observer { return m.checkDuration.WithLabelValues(store) })
+	m.errorSeries = newSeries(func(store string) prometheus.Counter { return m.storeErrors.WithLabelValues(store) })
+	m.overflowSeries = newSeries(func(policy string) prometheus.Counter { return m.overflows.WithLabelValues(policy) })
+	m.costSeries = newSeries(func(kind string) prometheus.Observer { return m.graphqlCost.WithLabelValues(kind) })
+	m.rejectionSeries = newSeries(func(code string) prometheus.Counter { return m.rejections.WithLabelValues(code) })
+	m.trustedSeries = newSeries(func(by string) prometheus.Counter { return m.trustedRequests.WithLabelValues(by) })
 	return m
 }
 
 // observe is the limiter's observer hook.
 func (m *metrics) observe(ev limiter.Event) {
-	m.decisions.WithLabelValues(ev.Policy, string(ev.Outcome)).Inc()
-	m.checkDuration.WithLabelValues(ev.Store).Observe(ev.Duration.Seconds())
+	m.decisionSeries.get(decisionKey{ev.Policy, ev.Outcome}).Inc()
+	m.durationSeries.get(ev.Store).Observe(ev.Duration.Seconds())
 	if ev.Err != nil {
-		m.storeErrors.WithLabelValues(ev.Store).Inc()
+		m.errorSeries.get(ev.Store).Inc()
 	}
 }
 
 // overflow is the memory stores' OnOverflow.
-func (m *metrics) overflow(policy string) { m.overflows.WithLabelValues(policy).Inc() }
+func (m *metrics) overflow(policy string) { m.overflowSeries.get(policy).Inc() }
+
+// cost is gqllimit's Config.OnCost.
+func (m *metrics) cost(kind string, cost int64) { m.costSeries.get(kind).Observe(float64(cost)) }
+
+// rejection is gqllimit's Config.OnRejection (and the schema source's).
+func (m *metrics) rejection(code string) { m.rejectionSeries.get(code).Inc() }
+
+// trusted is the trusted documents' OnRequest.
+func (m *metrics) trusted(by string) { m.trustedSeries.get(by).Inc() }
 
 // roundTripHook is the Redis store's OnRoundTrip: its series exist from
 // the start (at 0), and none is looked up per round trip.

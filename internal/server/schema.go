@@ -78,7 +78,7 @@ func (src *schemaSource) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		(*h).ServeHTTP(w, r)
 		return
 	}
-	src.metrics.rejections.WithLabelValues(gqlproxy.CodeSchemaUnavailable).Inc()
+	src.metrics.rejection(gqlproxy.CodeSchemaUnavailable)
 	w.Header().Set(header.RetryAfter, strconv.Itoa(header.UnavailableRetryAfter))
 	// No limiter runs yet (it is built over the schema): a plain GraphQL error.
 	gqlexec.WriteResponse(w, http.StatusServiceUnavailable, gqlexec.Response{Data: json.RawMessage("null"), Errors: []any{&gqlerror.Error{

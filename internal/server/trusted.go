@@ -32,7 +32,7 @@ func (s *Server) trustedDocuments(cfg *config.Config) *gqllimit.TrustedDocuments
 			s.metrics.trustedLoadErrors.Inc()
 		}
 	}
-	td.OnRequest = func(by string) { s.metrics.trustedRequests.WithLabelValues(by).Inc() }
+	td.OnRequest = s.metrics.trusted
 	return td
 }
 
